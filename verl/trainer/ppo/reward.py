@@ -1,0 +1,132 @@
+"""Building the reward function from the config and applying it to a batch.
+
+Config keys (verl's): ``reward_model.reward_manager`` (a registered name), ``reward_model.reward_kwargs``
+(extra constructor arguments), ``custom_reward_function.path`` / ``.name`` / ``.reward_kwargs`` (a user
+scoring function), ``data.reward_fn_key`` (the non-tensor key naming each sample's data source).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from verl.protocol import DataProto
+
+SAMPLE_ARGUMENTS = ("data_source", "solution_str", "ground_truth", "extra_info")
+BATCH_ARGUMENTS = ("data_sources", "solution_strs", "ground_truths", "extra_infos")
+
+
+def _section(config: Any, name: str) -> Any:
+    return getattr(config, name, None)
+
+
+def _kwargs_dict(value: Any) -> dict[str, Any]:
+    """A DictConfig / dataclass / dict of keyword arguments as a plain dict."""
+    if value is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(value, DictConfig):
+            return dict(OmegaConf.to_container(value, resolve=True))
+    except ImportError:
+        pass
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(value)
+    return dict(value)
+
+
+def check_reward_fn_signature(fn: Callable, argument_names: tuple[str, ...], where: str, extra: dict) -> None:
+    """Fail unless ``fn`` accepts ``argument_names`` (and ``extra``) as keyword arguments."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins without a signature: trust them
+    try:
+        signature.bind(**dict.fromkeys(argument_names), **extra)
+    except TypeError as exc:
+        raise TypeError(
+            f"{where} has signature {signature}, but reward functions are called as "
+            f"fn({', '.join(f'{a}=...' for a in argument_names)}"
+            f"{', ' + ', '.join(extra) if extra else ''}): {exc}. Accept these names (or **kwargs)."
+        ) from None
+
+
+def get_custom_reward_fn(config: Any) -> Callable | None:
+    """Load ``custom_reward_function.name`` from the file ``custom_reward_function.path`` (None when unset).
+
+    The function must accept ``(data_source, solution_str, ground_truth, extra_info)`` as keywords
+    (the plural names for the ``batch`` manager) plus ``custom_reward_function.reward_kwargs``, which are
+    bound to it.
+    """
+    section = _section(config, "custom_reward_function")
+    path = getattr(section, "path", None) if section is not None else None
+    if not path:
+        return None
+    name = getattr(section, "name", None) or "compute_score"
+    path = os.path.expanduser(str(path))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"custom_reward_function.path={path!r} is not a file; point it at a .py file.")
+    module_name = f"custom_reward_module_{abs(hash(os.path.abspath(path)))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"custom_reward_function.path={path!r} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # so worker processes can unpickle the function by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ImportError(f"importing custom_reward_function.path={path!r} failed: {exc!r}") from exc
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        available = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+        raise AttributeError(
+            f"custom_reward_function.name={name!r} is not a function in {path!r}; functions there: {available}"
+        )
+    reward_kwargs = _kwargs_dict(getattr(section, "reward_kwargs", None))
+    manager = getattr(_section(config, "reward_model"), "reward_manager", "naive")
+    arguments = BATCH_ARGUMENTS if manager == "batch" else SAMPLE_ARGUMENTS
+    check_reward_fn_signature(fn, arguments, f"custom_reward_function {name!r} in {path!r}", reward_kwargs)
+    print(f"using custom reward function {name!r} from {path!r}")
+    return functools.wraps(fn)(functools.partial(fn, **reward_kwargs)) if reward_kwargs else fn
+
+
+def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwargs: Any):
+    """Build the manager named by ``reward_model.reward_manager`` with the custom or default scoring function.
+
+    Constructor arguments: ``tokenizer, num_examine, compute_score, reward_fn_key`` plus
+    ``reward_model.reward_kwargs`` and ``reward_kwargs`` (the latter wins on a clash).
+    """
+    from verl.workers.reward_manager import get_reward_manager_cls
+
+    reward_model = _section(config, "reward_model")
+    manager_name = getattr(reward_model, "reward_manager", None) or "naive"
+    manager_cls = get_reward_manager_cls(manager_name)
+    data = _section(config, "data")
+    reward_fn_key = getattr(data, "reward_fn_key", None) or "data_source"
+    kwargs = {**_kwargs_dict(getattr(reward_model, "reward_kwargs", None)), **reward_kwargs}
+    return manager_cls(
+        tokenizer=tokenizer,
+        num_examine=num_examine,
+        compute_score=get_custom_reward_fn(config),
+        reward_fn_key=reward_fn_key,
+        **kwargs,
+    )
+
+
+def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list]]:
+    """``(token_level_scores (bs, R), reward_extra_infos_dict)`` from a reward manager."""
+    result = reward_fn(data, return_dict=True)
+    if isinstance(result, dict):
+        return result["reward_tensor"], dict(result.get("reward_extra_info", {}))
+    return result, {}
