@@ -1,0 +1,37 @@
+"""Device and collective-backend helpers: one place that decides between CUDA/NCCL and CPU/gloo."""
+
+from __future__ import annotations
+
+import torch
+
+
+def is_cuda_available() -> bool:
+    """True when a CUDA device can be used by this process."""
+    return torch.cuda.is_available()
+
+
+def get_device_name() -> str:
+    """``"cuda"`` when a GPU is visible, else ``"cpu"``."""
+    return "cuda" if is_cuda_available() else "cpu"
+
+
+def get_torch_device():
+    """The ``torch.cuda`` namespace on GPU, else ``torch.cpu`` (both offer ``synchronize`` / ``device_count``)."""
+    return torch.cuda if is_cuda_available() else torch.cpu
+
+
+def get_device_id() -> int:
+    """Index of the current accelerator (0 on CPU)."""
+    return torch.cuda.current_device() if is_cuda_available() else 0
+
+
+def get_nccl_backend() -> str:
+    """Collective backend for the current device: ``"nccl"`` on GPU, ``"gloo"`` on CPU."""
+    return "nccl" if is_cuda_available() else "gloo"
+
+
+def current_device() -> torch.device:
+    """The ``torch.device`` that compute should run on in this process."""
+    if is_cuda_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

@@ -1,0 +1,1 @@
+"""Training engines: model + optimizer + parallelism behind one small interface."""

@@ -1,0 +1,51 @@
+"""Remove-padding: pack the valid tokens of a padded micro-batch into one sequence and scatter results back.
+
+``input_ids (bs, S)`` with ``attention_mask (bs, S)`` becomes ``(1, T)`` with ``T = attention_mask.sum()``
+and ``position_ids (1, T)`` restarting at 0 for every sequence. Hugging Face attention reads the sequence
+boundaries from the position ids when no attention mask is passed: flash-attention-2 runs varlen kernels,
+sdpa/eager build a block-diagonal causal mask (``transformers.masking_utils.find_packed_sequence_indices``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class PackedBatch:
+    """A packed micro-batch. ``indices (T,)`` are flat positions into ``(bs * S)`` of the valid tokens."""
+
+    input_ids: torch.Tensor  # (1, T)
+    position_ids: torch.Tensor  # (1, T)
+    indices: torch.Tensor  # (T,)
+    cu_seqlens: torch.Tensor  # (bs + 1,) int32
+    batch_size: int
+    seqlen: int
+
+    def next_token_labels(self) -> torch.Tensor:
+        """``(T,)`` label of each packed position: the following packed token (garbage at sequence ends, which
+        land on padding or past the response once scattered back)."""
+        return torch.roll(self.input_ids[0], shifts=-1)
+
+    def unpack(self, values: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+        """Scatter ``values (T, ...)`` back to ``(bs, S, ...)``; padding positions get ``fill``."""
+        out = values.new_full((self.batch_size * self.seqlen, *values.shape[1:]), fill)
+        out[self.indices] = values
+        return out.view(self.batch_size, self.seqlen, *values.shape[1:])
+
+
+def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> PackedBatch:
+    """Pack ``(bs, S)`` tensors into ``(1, T)``. ``position_ids`` must be 0-based within each sequence
+    (``compute_position_id_with_mask``); a sequence's first valid token must have position 0."""
+    if position_ids.dim() != 2:
+        raise ValueError(f"remove-padding supports 2-D position_ids (bs, S); got shape {tuple(position_ids.shape)}")
+    batch_size, seqlen = input_ids.shape
+    flat_mask = attention_mask.reshape(-1).bool()
+    indices = torch.nonzero(flat_mask, as_tuple=False).flatten()
+    lengths = attention_mask.sum(dim=-1, dtype=torch.int32)
+    cu_seqlens = torch.nn.functional.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+    packed_ids = input_ids.reshape(-1)[indices].unsqueeze(0)
+    packed_pos = position_ids.reshape(-1)[indices].unsqueeze(0)
+    return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen)

@@ -1,0 +1,93 @@
+"""Apply FSDP2 (``fully_shard``) to a Hugging Face module: per-decoder-layer units plus the root.
+
+Mixed precision on GPU: parameters stay fp32 (master weights) and are all-gathered as bf16 for compute,
+gradients are reduce-scattered in fp32. On CPU everything stays fp32. Parameter offload uses
+``CPUOffloadPolicy`` (sharded parameters, gradients and the optimizer step live on the CPU).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+from verl.utils.device import get_device_name, is_cuda_available
+
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+DTYPES |= {"fp32": torch.float32, "float32": torch.float32}
+
+
+def to_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+def create_device_mesh(world_size: int, fsdp_size: int = -1) -> DeviceMesh:
+    """1-D ``("fsdp",)`` mesh, or a 2-D ``("ddp", "fsdp")`` hybrid-shard mesh when ``0 < fsdp_size < world``."""
+    device = get_device_name()
+    if fsdp_size <= 0 or fsdp_size >= world_size:
+        return init_device_mesh(device, (world_size,), mesh_dim_names=("fsdp",))
+    if world_size % fsdp_size:
+        raise ValueError(f"fsdp_size={fsdp_size} must divide the world size {world_size}")
+    return init_device_mesh(device, (world_size // fsdp_size, fsdp_size), mesh_dim_names=("ddp", "fsdp"))
+
+
+def mixed_precision_policy(param_dtype: str = "bf16", reduce_dtype: str = "fp32") -> MixedPrecisionPolicy | None:
+    """bf16 compute / fp32 reduce on GPU; ``None`` (plain fp32) on CPU."""
+    if not is_cuda_available():
+        return None
+    return MixedPrecisionPolicy(
+        param_dtype=to_dtype(param_dtype), reduce_dtype=to_dtype(reduce_dtype), cast_forward_inputs=True
+    )
+
+
+def decoder_layer_classes(module: nn.Module) -> tuple[type, ...]:
+    """Classes named in the HF model's ``_no_split_modules`` (the transformer blocks), found in ``module``."""
+    names: set[str] = set()
+    for sub in module.modules():
+        names.update(getattr(sub, "_no_split_modules", None) or [])
+    classes = {type(sub) for sub in module.modules() if type(sub).__name__ in names}
+    if not classes:
+        raise ValueError(f"no decoder layer found in {type(module).__name__} (looked for {sorted(names)})")
+    return tuple(classes)
+
+
+def apply_fsdp2(
+    module: nn.Module,
+    mesh: DeviceMesh,
+    mp_policy: MixedPrecisionPolicy | None,
+    param_offload: bool,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """``fully_shard`` every decoder layer, then the whole module. Returns the (same, now FSDP) module."""
+    kwargs: dict = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    kwargs["offload_policy"] = CPUOffloadPolicy() if (param_offload and is_cuda_available()) else OffloadPolicy()
+    layer_classes = decoder_layer_classes(module)
+    for sub in list(module.modules()):
+        if isinstance(sub, layer_classes):
+            fully_shard(sub, **kwargs)
+    fully_shard(module, **kwargs)
+    return module
+
+
+def offload_optimizer(optimizer: torch.optim.Optimizer) -> None:
+    """Move every optimizer state tensor to the CPU (frees accelerator memory between updates)."""
+    _move_optimizer(optimizer, torch.device("cpu"))
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Move optimizer state back to ``device`` before ``step``."""
+    _move_optimizer(optimizer, device)
+
+
+def _move_optimizer(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor) and value.device != device:
+                state[key] = value.to(device, non_blocking=True)
