@@ -1,0 +1,73 @@
+"""Actor config (``actor_rollout_ref.actor``): the policy's PPO update."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl.workers.config.base import BaseConfig, bounded_field
+from verl.workers.config.roles import CheckpointConfig, ForwardConfig, PPOUpdateConfig
+
+__all__ = ["ActorConfig", "CheckpointConfig", "FSDPActorConfig", "PolicyLossConfig", "KL_LOSS_TYPES"]
+
+KL_LOSS_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
+"""KL estimators of ``core_algos.kl_penalty``; a trailing ``+`` selects the straight-through variant."""
+
+
+@dataclass
+class PolicyLossConfig(BaseConfig):
+    """Which policy loss is used and its loss-specific coefficients."""
+
+    loss_mode: str = "vanilla"
+    """Registered policy loss (``core_algos.get_policy_loss_fn``), e.g. ``vanilla``, ``gspo``, ``clip_cov``."""
+
+    clip_cov_ratio: float = bounded_field(0.0002, ge=0.0, le=1.0)
+    """Clip-Cov: fraction of tokens whose gradient is detached."""
+
+    clip_cov_lb: float = 1.0
+    """Clip-Cov: lower bound of the covariance selection window."""
+
+    clip_cov_ub: float = 5.0
+    """Clip-Cov: upper bound of the covariance selection window."""
+
+    kl_cov_ratio: float = bounded_field(0.0002, ge=0.0, le=1.0)
+    """KL-Cov: fraction of tokens that get the KL penalty."""
+
+    ppo_kl_coef: float = 0.1
+    """KL-Cov: coefficient of the KL penalty."""
+
+
+@dataclass
+class ActorConfig(PPOUpdateConfig, ForwardConfig):
+    """The policy's PPO update: batch sizes, clipping, entropy and KL terms, optimizer."""
+
+    clip_ratio: float = bounded_field(0.2, ge=0.0)
+    """PPO clip range epsilon, used for both sides unless ``clip_ratio_low/high`` are set."""
+
+    clip_ratio_low: float = bounded_field(0.2, ge=0.0)
+    """Lower clip range: the ratio is clipped at ``1 - clip_ratio_low``."""
+
+    clip_ratio_high: float = bounded_field(0.2, ge=0.0)
+    """Upper clip range: the ratio is clipped at ``1 + clip_ratio_high`` (DAPO's clip-higher)."""
+
+    clip_ratio_c: float = bounded_field(3.0, gt=1.0)
+    """Dual-clip PPO bound for negative advantages (arXiv:1912.09729)."""
+
+    entropy_coeff: float = 0.0
+    """Weight of the entropy bonus in the actor loss."""
+
+    use_kl_loss: bool = False
+    """Add ``kl_loss_coef * KL(policy || reference)`` to the actor loss (needs the reference model)."""
+
+    kl_loss_coef: float = bounded_field(0.001, ge=0.0)
+    """Weight of the KL loss."""
+
+    kl_loss_type: str = "low_var_kl"
+    """KL estimator of the KL loss: one of ``KL_LOSS_TYPES``, optionally with a trailing ``+``."""
+
+    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """Policy loss selection."""
+
+
+@dataclass
+class FSDPActorConfig(ActorConfig):
+    """The actor trained with the FSDP2 engine (the only engine of this build)."""

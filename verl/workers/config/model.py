@@ -1,0 +1,87 @@
+"""Model config: which Hugging Face model to load and how (``actor_rollout_ref.model``, ``critic.model``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.workers.config.base import BaseConfig, choice_field
+
+DEFAULT_MODEL_PATH = "default"
+"""Sentinel for ``model.path``: the embedded SmolLM2-135M-Instruct (``verl.utils.default_model``)."""
+
+
+def resolve_model_path(path: str) -> str:
+    """Return a loadable local path for ``path``, converting the embedded default model on first use.
+
+    Resolution is lazy (called by the worker that loads the model), so composing or validating a config
+    never touches the disk.
+    """
+    if path in (DEFAULT_MODEL_PATH, ""):
+        from verl.utils.default_model import default_model_path
+
+        return default_model_path()
+    return path
+
+
+@dataclass
+class HFModelConfig(BaseConfig):
+    """A Hugging Face causal language model and the options used when loading it."""
+
+    path: str = DEFAULT_MODEL_PATH
+    """Hugging Face model folder or hub id; ``default`` means the embedded SmolLM2-135M-Instruct."""
+
+    tokenizer_path: str | None = None
+    """Tokenizer folder when it differs from ``path``; null uses the model's own tokenizer."""
+
+    external_lib: str | None = None
+    """Python module imported before loading, for models that register custom Hugging Face classes."""
+
+    override_config: dict[str, Any] = field(default_factory=dict)
+    """Entries merged into the Hugging Face model config before the model is built (e.g. ``attention_dropout``)."""
+
+    trust_remote_code: bool = False
+    """Allow code shipped with the model (``trust_remote_code`` of transformers)."""
+
+    custom_chat_template: str | None = None
+    """Jinja chat template that replaces the tokenizer's own; null keeps the tokenizer's template."""
+
+    enable_gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory (training roles only)."""
+
+    enable_activation_offload: bool = False
+    """Offload saved activations to host memory during the forward pass (training roles only)."""
+
+    use_remove_padding: bool = False
+    """Run the model on packed (unpadded) tokens instead of the padded batch."""
+
+    lora_rank: int = 0
+    """LoRA rank; 0 trains all weights, a positive value trains LoRA adapters only."""
+
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the adapter output is scaled by ``lora_alpha / lora_rank``)."""
+
+    target_modules: Any = "all-linear"
+    """Modules that get LoRA adapters: ``all-linear`` or a list of module names."""
+
+    exclude_modules: str | None = None
+    """Regular expression of module names that never get LoRA adapters."""
+
+    use_shm: bool = False
+    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
+
+    use_liger: bool = choice_field(False, (False,))
+    """Liger kernels for the model; not available in this build (must stay false)."""
+
+    use_fused_kernels: bool = choice_field(False, (False,))
+    """Fused log-prob/entropy kernels; not available in this build (must stay false)."""
+
+    @property
+    def local_path(self) -> str:
+        """Loadable local path of the model (the embedded default is converted on first access)."""
+        return resolve_model_path(self.path)
+
+    @property
+    def local_tokenizer_path(self) -> str:
+        """Loadable local path of the tokenizer (``tokenizer_path`` or else the model's path)."""
+        return resolve_model_path(self.tokenizer_path) if self.tokenizer_path else self.local_path

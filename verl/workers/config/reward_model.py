@@ -1,0 +1,47 @@
+"""Reward config (``reward_model``): which reward manager turns responses into token-level scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+
+
+@dataclass
+class OverlongBufferConfig(BaseConfig):
+    """DAPO's soft overlong punishment (arXiv:2503.14476, eq. 13): a linear penalty near the length limit."""
+
+    enable: bool = False
+    """Penalise responses that enter the last ``len`` tokens before ``data.max_response_length``."""
+
+    len: int = bounded_field(0, ge=0)
+    """Length of the penalty zone in tokens."""
+
+    penalty_factor: float = bounded_field(1.0, ge=0.0)
+    """Penalty at the length limit; it grows linearly from 0 at the start of the zone."""
+
+    log: bool = False
+    """Report the overlong penalty in the reward's extra info."""
+
+
+@dataclass
+class RewardModelConfig(BaseConfig):
+    """Rule-based rewards through a registered reward manager (model-based reward models are not built in)."""
+
+    enable: bool = choice_field(False, (False,))
+    """Score with a learned reward model; not available in this build (must stay false)."""
+
+    reward_manager: str = "naive"
+    """Registered reward manager (``verl.workers.reward_manager.get_reward_manager_cls``): e.g. naive, dapo."""
+
+    launch_reward_fn_async: bool = False
+    """Compute rewards in a Ray task that overlaps the log-prob computations."""
+
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of the reward manager's constructor (verl's DAPO scripts pass
+    ``+reward_model.reward_kwargs.overlong_buffer_cfg.*`` and ``max_resp_len`` here; they take precedence
+    over ``overlong_buffer``)."""
+
+    overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
+    """DAPO overlong-buffer penalty used by the ``dapo`` reward manager."""
