@@ -20,3 +20,7 @@ __all__ = [
     "RolloutCorrectionConfig",
     "TrainerConfig",
 ]
+
+from verl.trainer.config.schema import register_schemas
+
+register_schemas()

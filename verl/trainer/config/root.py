@@ -31,8 +31,8 @@ class ActorRolloutRefConfig(BaseConfig):
     actor: FSDPActorConfig = field(default_factory=FSDPActorConfig)
     """The policy's PPO update."""
 
-    ref: RefConfig = field(default_factory=RefConfig)
-    """The frozen reference policy (built when a KL term needs it)."""
+    ref: RefConfig | None = field(default_factory=RefConfig)
+    """The frozen reference policy, built when a KL term needs it; null removes it."""
 
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """The generation engine."""

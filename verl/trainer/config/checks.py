@@ -1,0 +1,277 @@
+"""Cross-field and registry checks of a typed :class:`PPOConfig`, each message naming every key involved.
+
+Batch arithmetic follows the workers: a step generates ``data.train_batch_size * rollout.n`` sequences,
+split evenly over ``trainer.n_gpus_per_node * trainer.nnodes`` workers; each optimizer step takes
+``ppo_mini_batch_size * rollout.n`` sequences, i.e. ``ppo_mini_batch_size * rollout.n / world_size`` per
+worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulation).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from verl.trainer.config.root import PPOConfig
+from verl.trainer.config.trainer import LOGGER_NAMES
+from verl.workers.config.actor import KL_LOSS_TYPES
+from verl.workers.config.reward_model import OverlongBufferConfig
+from verl.workers.config.roles import PPOUpdateConfig
+
+GROUP_ESTIMATORS = ("grpo", "grpo_passk", "rloo")
+"""Estimators whose baseline is the other responses of the same prompt: they need ``rollout.n > 1``."""
+
+CHECKPOINT_CONTENTS = ("model", "optimizer", "extra", "hf_model")
+"""Parts a checkpoint may hold."""
+
+SKIPPED_REGISTRY_CHECKS: list[str] = []
+"""Registry checks skipped because their module could not be imported (filled by :func:`registry_errors`)."""
+
+
+def need_critic(cfg: PPOConfig) -> bool:
+    """A critic runs when ``critic.enable`` says so, or (when it is null) for the ``gae`` estimator."""
+    if cfg.critic.enable is not None:
+        return bool(cfg.critic.enable)
+    return cfg.algorithm.adv_estimator == "gae"
+
+
+def need_reference_policy(cfg: PPOConfig) -> bool:
+    """The reference policy runs when a KL term uses it (actor KL loss or in-reward KL penalty)."""
+    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
+
+
+def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: int) -> list[str]:
+    """Mini/micro batch arithmetic of the actor or the critic (``key`` is its config path)."""
+    errors = []
+    n = cfg.actor_rollout_ref.rollout.n
+    batch = cfg.data.train_batch_size
+    mini = role.ppo_mini_batch_size
+    world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
+    if batch % mini:
+        errors.append(
+            f"data.train_batch_size={batch} must be a multiple of {key}.ppo_mini_batch_size={mini} (prompts per "
+            f"optimizer step); set {key}.ppo_mini_batch_size to a divisor of {batch}"
+        )
+    mini_sequences = mini * n
+    if mini_sequences % world:
+        errors.append(
+            f"{key}.ppo_mini_batch_size * actor_rollout_ref.rollout.n = {mini}*{n} = {mini_sequences} sequences "
+            f"must split evenly over {world_keys} = {world} workers; change one of these keys"
+        )
+        return errors
+    per_worker = mini_sequences // world
+    seq_len = cfg.actor_rollout_ref.rollout.prompt_length + cfg.actor_rollout_ref.rollout.response_length
+    if role.use_dynamic_bsz:
+        if role.ppo_max_token_len_per_gpu < seq_len:
+            errors.append(
+                f"{key}.ppo_max_token_len_per_gpu={role.ppo_max_token_len_per_gpu} is below one full sequence "
+                f"(actor_rollout_ref.rollout.prompt_length + response_length = {seq_len}); raise it to >= {seq_len}"
+            )
+    elif role.ppo_micro_batch_size_per_gpu is None:
+        errors.append(
+            f"{key}.ppo_micro_batch_size_per_gpu is null while {key}.use_dynamic_bsz=False; set it to a divisor "
+            f"of {per_worker} (ppo_mini_batch_size * rollout.n / world size), or set {key}.use_dynamic_bsz=True"
+        )
+    elif per_worker % role.ppo_micro_batch_size_per_gpu:
+        errors.append(
+            f"{key}.ppo_micro_batch_size_per_gpu={role.ppo_micro_batch_size_per_gpu} must divide the per-worker "
+            f"mini-batch {key}.ppo_mini_batch_size * actor_rollout_ref.rollout.n / ({world_keys}) = "
+            f"{mini}*{n}/{world} = {per_worker}; set it to a divisor of {per_worker}"
+        )
+    return errors
+
+
+def _log_prob_errors(key: str, micro: int | None, dynamic: bool, max_tokens: int, seq_len: int) -> list[str]:
+    if dynamic:
+        if max_tokens < seq_len:
+            return [
+                f"{key}.log_prob_max_token_len_per_gpu={max_tokens} is below one full sequence ({seq_len} tokens); "
+                f"raise it to >= {seq_len}"
+            ]
+    elif micro is None:
+        return [
+            f"{key}.log_prob_micro_batch_size_per_gpu is null while {key}.log_prob_use_dynamic_bsz=False; "
+            "set it (e.g. 8) or enable dynamic batch size"
+        ]
+    return []
+
+
+def _length_errors(cfg: PPOConfig) -> list[str]:
+    errors = []
+    rollout = cfg.actor_rollout_ref.rollout
+    key = "actor_rollout_ref.rollout"
+    total = rollout.prompt_length + rollout.response_length
+    if rollout.max_model_len is not None and total > rollout.max_model_len:
+        errors.append(
+            f"{key}.prompt_length + {key}.response_length = {rollout.prompt_length}+{rollout.response_length} = "
+            f"{total} exceeds the engine context {key}.max_model_len={rollout.max_model_len} (the lengths follow "
+            f"data.max_prompt_length and data.max_response_length); lower them or raise max_model_len"
+        )
+    if rollout.name == "vllm" and not rollout.enable_chunked_prefill and rollout.max_num_batched_tokens < total:
+        errors.append(
+            f"{key}.max_num_batched_tokens={rollout.max_num_batched_tokens} is below prompt_length + response_length "
+            f"= {total} while {key}.enable_chunked_prefill=False; raise it or enable chunked prefill"
+        )
+    if cfg.data.max_prompt_length > rollout.prompt_length:
+        errors.append(
+            f"data.max_prompt_length={cfg.data.max_prompt_length} exceeds {key}.prompt_length="
+            f"{rollout.prompt_length}; leave {key}.prompt_length at its default (${{data.max_prompt_length}})"
+        )
+    return errors
+
+
+def _algorithm_errors(cfg: PPOConfig) -> list[str]:
+    errors = []
+    algo, actor, rollout = cfg.algorithm, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    if algo.adv_estimator == "gae" and cfg.critic.enable is False:
+        errors.append(
+            "algorithm.adv_estimator=gae needs a critic but critic.enable=False; set critic.enable=True (or null), "
+            "or pick an estimator without a critic (grpo, rloo, reinforce_plus_plus)"
+        )
+    if cfg.trainer.critic_warmup > 0 and not need_critic(cfg):
+        errors.append(
+            f"trainer.critic_warmup={cfg.trainer.critic_warmup} but no critic runs (algorithm.adv_estimator="
+            f"{algo.adv_estimator}, critic.enable={cfg.critic.enable}); set trainer.critic_warmup=0"
+        )
+    if need_reference_policy(cfg) and cfg.actor_rollout_ref.ref is None:
+        errors.append(
+            f"actor_rollout_ref.actor.use_kl_loss={actor.use_kl_loss} / algorithm.use_kl_in_reward="
+            f"{algo.use_kl_in_reward} need the reference model, but actor_rollout_ref.ref is null; restore "
+            "actor_rollout_ref.ref or turn both KL options off"
+        )
+    if algo.adv_estimator in GROUP_ESTIMATORS and rollout.n < 2:
+        errors.append(
+            f"algorithm.adv_estimator={algo.adv_estimator} compares responses of the same prompt and needs "
+            f"actor_rollout_ref.rollout.n > 1 (got {rollout.n}); set actor_rollout_ref.rollout.n=4 or more"
+        )
+    if actor.kl_loss_type.rstrip("+") not in KL_LOSS_TYPES:
+        errors.append(
+            f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not allowed; allowed values: "
+            f"{', '.join(KL_LOSS_TYPES)} (optionally with a trailing '+')"
+        )
+    if algo.filter_groups.enable and algo.filter_groups.metric is None:
+        errors.append(
+            "algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (acc, score, seq_reward, "
+            "seq_final_reward)"
+        )
+    correction = algo.rollout_correction
+    if (correction.rollout_is or correction.rollout_rs or correction.bypass_mode) and not rollout.calculate_log_probs:
+        errors.append(
+            "algorithm.rollout_correction (rollout_is/rollout_rs/bypass_mode) needs the engine's log-probs: set "
+            "actor_rollout_ref.rollout.calculate_log_probs=True"
+        )
+    return errors
+
+
+def _reward_errors(cfg: PPOConfig) -> list[str]:
+    errors = []
+    buffer_kwargs = cfg.reward_model.reward_kwargs.get("overlong_buffer_cfg")
+    valid = set(OverlongBufferConfig().keys())
+    if buffer_kwargs is not None:
+        unknown = sorted(set(buffer_kwargs) - valid) if isinstance(buffer_kwargs, dict) else ["<not a mapping>"]
+        if unknown:
+            errors.append(
+                f"reward_model.reward_kwargs.overlong_buffer_cfg has unknown keys {unknown}; valid: {sorted(valid)}"
+            )
+    enabled = cfg.reward_model.overlong_buffer.enable or (
+        isinstance(buffer_kwargs, dict) and bool(buffer_kwargs.get("enable"))
+    )
+    if enabled and cfg.reward_model.reward_manager != "dapo":
+        errors.append(
+            "the overlong buffer (reward_model.overlong_buffer.enable / reward_kwargs.overlong_buffer_cfg.enable) is "
+            f"applied by the dapo reward manager only; set reward_model.reward_manager=dapo "
+            f"(now {cfg.reward_model.reward_manager!r})"
+        )
+    return errors
+
+
+def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
+    errors = []
+    trainer, rollout = cfg.trainer, cfg.actor_rollout_ref.rollout
+    unknown_loggers = [name for name in trainer.logger if name not in LOGGER_NAMES]
+    if unknown_loggers:
+        errors.append(
+            f"trainer.logger has unknown backends {unknown_loggers}; allowed values: {', '.join(LOGGER_NAMES)}"
+        )
+    if trainer.resume_mode == "resume_path" and not trainer.resume_from_path:
+        errors.append("trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N folder)")
+    if world % rollout.tensor_model_parallel_size:
+        errors.append(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_model_parallel_size} must divide "
+            f"trainer.n_gpus_per_node * trainer.nnodes = {world}"
+        )
+    for key, role in (("actor_rollout_ref.actor", cfg.actor_rollout_ref.actor), ("critic", cfg.critic)):
+        for part in ("save_contents", "load_contents"):
+            contents = getattr(role.checkpoint, part) or []
+            bad = [c for c in contents if c not in CHECKPOINT_CONTENTS]
+            if bad:
+                errors.append(
+                    f"{key}.checkpoint.{part} has unknown parts {bad}; allowed: {', '.join(CHECKPOINT_CONTENTS)}"
+                )
+    return errors
+
+
+def cross_field_errors(cfg: PPOConfig) -> list[str]:
+    """Every cross-field inconsistency of ``cfg`` (empty when it is consistent)."""
+    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    rollout, ref = cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.ref
+    seq_len = rollout.prompt_length + rollout.response_length
+    errors = []
+    total = cfg.data.train_batch_size * rollout.n
+    if total % world:
+        errors.append(
+            f"data.train_batch_size * actor_rollout_ref.rollout.n = {cfg.data.train_batch_size}*{rollout.n} = {total} "
+            f"sequences must split evenly over trainer.n_gpus_per_node * trainer.nnodes = {world} workers; "
+            "change one of these keys"
+        )
+    errors += _ppo_batch_errors(cfg.actor_rollout_ref.actor, "actor_rollout_ref.actor", cfg, world)
+    if need_critic(cfg):
+        errors += _ppo_batch_errors(cfg.critic, "critic", cfg, world)
+    errors += _log_prob_errors(
+        "actor_rollout_ref.rollout",
+        rollout.log_prob_micro_batch_size_per_gpu,
+        rollout.log_prob_use_dynamic_bsz,
+        rollout.log_prob_max_token_len_per_gpu,
+        seq_len,
+    )
+    if ref is not None and need_reference_policy(cfg):
+        errors += _log_prob_errors(
+            "actor_rollout_ref.ref",
+            ref.log_prob_micro_batch_size_per_gpu,
+            ref.log_prob_use_dynamic_bsz,
+            ref.log_prob_max_token_len_per_gpu,
+            seq_len,
+        )
+    errors += _length_errors(cfg)
+    errors += _algorithm_errors(cfg)
+    errors += _reward_errors(cfg)
+    errors += _trainer_errors(cfg, world)
+    return errors
+
+
+def _registry_error(module: str, getter: str, registry: str, name: str, key: str) -> str | None:
+    """Look ``name`` up with ``module.getter``; an unknown name gives a message listing the registered ones."""
+    try:
+        mod: Any = importlib.import_module(module)
+    except ImportError as exc:
+        SKIPPED_REGISTRY_CHECKS.append(f"{key}: {module} not importable ({exc})")
+        return None
+    try:
+        getattr(mod, getter)(name)
+    except Exception as exc:  # the registries raise ValueError/KeyError listing their names
+        names = getattr(mod, registry, None)
+        listed = f"registered: {', '.join(sorted(names))}" if names else str(exc)
+        return f"{key}={name!r} is not registered; {listed}"
+    return None
+
+
+def registry_errors(cfg: PPOConfig) -> list[str]:
+    """Names that the advantage-estimator, policy-loss and reward-manager registries do not know."""
+    lookups = (
+        ("verl.trainer.ppo.core_algos", "get_adv_estimator_fn", "ADV_ESTIMATOR_REGISTRY",
+         cfg.algorithm.adv_estimator, "algorithm.adv_estimator"),
+        ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "POLICY_LOSS_REGISTRY",
+         cfg.actor_rollout_ref.actor.policy_loss.loss_mode, "actor_rollout_ref.actor.policy_loss.loss_mode"),
+        ("verl.workers.reward_manager", "get_reward_manager_cls", "REWARD_MANAGER_REGISTRY",
+         cfg.reward_model.reward_manager, "reward_model.reward_manager"),
+    )  # fmt: skip
+    return [e for e in (_registry_error(*lookup) for lookup in lookups) if e]

@@ -1,0 +1,106 @@
+"""Composing the PPO config with Hydra and checking it before anything heavy starts.
+
+- :func:`compose_config` builds the same ``DictConfig`` that ``@hydra.main(config_path="config",
+  config_name="ppo_trainer")`` passes to ``verl.trainer.main_ppo`` (for tests, notebooks and scripts).
+- :func:`compose_config_file` composes any YAML file that builds on ``ppo_trainer`` (examples, recipes).
+- :func:`check_overrides` checks ``key=value`` command-line overrides against the schema *before* Hydra
+  runs, so a misspelled key fails with the nearest valid key instead of Hydra's generic message.
+- :func:`validate_config` (from :mod:`verl.trainer.config.validation`) checks a composed config and
+  returns the typed :class:`PPOConfig`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from verl.trainer.config.root import PPOConfig
+from verl.trainer.config.schema import register_schemas
+from verl.trainer.config.schema_walk import nearest_keys, resolve_path
+from verl.trainer.config.validation import ConfigError, validate_config
+
+CONFIG_DIR = Path(__file__).resolve().parent
+"""Folder of ``ppo_trainer.yaml`` and its group folders."""
+
+__all__ = [
+    "CONFIG_DIR",
+    "ConfigError",
+    "check_overrides",
+    "compose_config",
+    "compose_config_file",
+    "config_groups",
+    "load_config",
+    "validate_config",
+]
+
+
+def config_groups() -> list[str]:
+    """Names of the config groups (the sub-folders of ``CONFIG_DIR``), e.g. ``actor``, ``rollout``."""
+    return sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and any(p.glob("*.yaml")))
+
+
+def _compose(config_dir: str, config_name: str, overrides: Sequence[str]) -> DictConfig:
+    register_schemas()
+    # A caller inside @hydra.main (or an earlier compose) already holds the global Hydra instance.
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name=config_name, overrides=list(overrides))
+
+
+def compose_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_trainer") -> DictConfig:
+    """Compose ``verl/trainer/config/<config_name>.yaml`` with Hydra command-line style ``overrides``."""
+    overrides = list(overrides or [])
+    check_overrides(overrides)
+    return _compose(str(CONFIG_DIR), config_name, overrides)
+
+
+def compose_config_file(path: str | os.PathLike, overrides: Sequence[str] | None = None) -> DictConfig:
+    """Compose a YAML file outside the package that lists ``ppo_trainer`` (or a group option) in its defaults.
+
+    The file's folder comes first on the search path and this package's config folder second, as with
+    ``python -m verl.trainer.main_ppo --config-path <folder> --config-name <file>`` plus
+    ``hydra.searchpath=[pkg://verl.trainer.config]``.
+    """
+    path = Path(path).resolve()
+    overrides = ["hydra.searchpath=[pkg://verl.trainer.config]", *(overrides or [])]
+    return _compose(str(path.parent), path.stem, overrides)
+
+
+def load_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_trainer") -> PPOConfig:
+    """Compose and validate: the typed config of ``python -m verl.trainer.main_ppo <overrides>``."""
+    return validate_config(compose_config(overrides, config_name))
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """Fail fast on ``key=value`` overrides whose key is not in the schema, naming the nearest valid key.
+
+    Flags (``--cfg``, ``-m``), ``hydra.*`` keys, group selections (``rollout@...=hf``, ``critic=...``),
+    additions (``+key=value``) and deletions (``~key``) are left to Hydra and to :func:`validate_config`.
+    Call this on ``sys.argv[1:]`` before ``@hydra.main`` runs.
+    """
+    groups = set(config_groups())
+    errors = []
+    for arg in overrides:
+        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0].strip()
+        if "@" in key or "/" in key or key in groups or key.startswith("hydra.") or key == "hydra":
+            continue
+        known, parent, unknown, siblings = resolve_path(PPOConfig, key)
+        if known:
+            continue
+        if not siblings:
+            errors.append(f"'{key}': '{parent}' is a value, not a group of keys (it has no key '{unknown}')")
+            continue
+        near = nearest_keys(PPOConfig, parent, unknown, siblings)
+        full = f"{parent}.{unknown}" if parent else unknown
+        hint = f"did you mean {' or '.join(repr(n) for n in near)}?" if near else f"valid keys here: {siblings}"
+        errors.append(f"unknown key '{full}' in override '{arg}'; {hint}")
+    if errors:
+        raise ConfigError(errors)

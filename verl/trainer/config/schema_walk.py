@@ -1,0 +1,97 @@
+"""Reading the dataclass schema: field types, metadata, and every valid key path (for "did you mean")."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import types
+import typing
+from typing import Any, Union
+
+NONE_TYPE = type(None)
+
+
+def unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """``(inner type, is optional)`` of ``X | None`` / ``Optional[X]``; other annotations pass through."""
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not NONE_TYPE]
+        optional = len(args) < len(typing.get_args(annotation))
+        return (args[0] if len(args) == 1 else Any), optional
+    return annotation, False
+
+
+@functools.cache
+def field_specs(cls: type) -> dict[str, tuple[Any, bool, dict]]:
+    """``{field name: (inner type, optional, metadata)}`` of a config dataclass, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    specs = {}
+    for f in dataclasses.fields(cls):
+        inner, optional = unwrap_optional(hints[f.name])
+        specs[f.name] = (inner, optional, dict(f.metadata))
+    return specs
+
+
+def is_config_class(annotation: Any) -> bool:
+    """True for a nested config dataclass (a subtree), false for a leaf type."""
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def is_free_mapping(annotation: Any) -> bool:
+    """True for ``dict[...]``/``Any`` fields, whose sub-keys are free-form (passed on as keyword arguments)."""
+    return annotation is Any or annotation is dict or typing.get_origin(annotation) is dict
+
+
+@functools.cache
+def all_key_paths(cls: type, prefix: str = "") -> tuple[str, ...]:
+    """Every key path under ``cls`` (subtrees included), e.g. ``actor_rollout_ref.rollout.val_kwargs.n``."""
+    paths: list[str] = []
+    for name, (inner, _, _) in field_specs(cls).items():
+        path = f"{prefix}{name}"
+        paths.append(path)
+        if is_config_class(inner):
+            paths.extend(all_key_paths(inner, path + "."))
+    return tuple(paths)
+
+
+def nearest_keys(root: type, parent_path: str, key: str, siblings: list[str]) -> list[str]:
+    """Valid key paths closest to the unknown ``parent_path.key``: a similar sibling first, then the same
+    (or a similar) name elsewhere in the tree, then the closest full path."""
+    prefix = f"{parent_path}." if parent_path else ""
+    close = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6)
+    if close:
+        return [prefix + close[0]]
+    paths = all_key_paths(root)
+    same_leaf = [p for p in paths if p.rsplit(".", 1)[-1] == key]
+    if same_leaf:
+        return same_leaf[:3]
+    close_path = difflib.get_close_matches(prefix + key, paths, n=1, cutoff=0.75)
+    if close_path:
+        return close_path
+    leaves = sorted({p.rsplit(".", 1)[-1] for p in paths})
+    close_leaf = difflib.get_close_matches(key, leaves, n=1, cutoff=0.7)
+    if close_leaf:
+        return [p for p in paths if p.rsplit(".", 1)[-1] == close_leaf[0]][:3]
+    return []
+
+
+def resolve_path(root: type, path: str) -> tuple[bool, str, str, list[str]]:
+    """Walk ``path`` through the schema: ``(known, deepest valid parent path, first unknown key, its siblings)``.
+
+    Keys below a free-form mapping field are always known.
+    """
+    cls: Any = root
+    parts = path.split(".")
+    for depth, part in enumerate(parts):
+        specs = field_specs(cls)
+        if part not in specs:
+            return False, ".".join(parts[:depth]), part, list(specs)
+        inner = specs[part][0]
+        if is_free_mapping(inner):
+            return True, "", "", []
+        if not is_config_class(inner):
+            known = depth == len(parts) - 1
+            return known, ".".join(parts[: depth + 1]), ".".join(parts[depth + 1 :]), []
+        cls = inner
+    return True, "", "", []

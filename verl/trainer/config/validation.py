@@ -1,0 +1,197 @@
+"""Startup validation of a composed config: keys, types, ranges, then cross-field and registry checks.
+
+Runs before Ray starts or any model loads and imports nothing heavy except the algorithm and reward
+registries (to list registered names). Every problem found is reported at once, each naming its key.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from verl.trainer.config.root import PPOConfig
+from verl.trainer.config.schema_walk import field_specs, is_config_class, is_free_mapping, nearest_keys
+
+IGNORED_KEYS = ("_target_",)
+"""Keys accepted anywhere and dropped (verl's YAML files carry ``_target_`` class paths)."""
+
+
+class ConfigError(ValueError):
+    """An invalid config; ``errors`` holds one message per problem, each naming the key(s) and the fix."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = list(errors)
+        super().__init__("Invalid config:\n" + "\n".join(f"  - {e}" for e in self.errors))
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _unknown_key_errors(node: Any, cls: type, path: str, root: type, errors: list[str]) -> None:
+    """Report keys of ``node`` that ``cls`` does not define, with the nearest valid key."""
+    if not isinstance(node, DictConfig | dict):
+        return
+    specs = field_specs(cls)
+    for key in node.keys():
+        key = str(key)
+        if key in IGNORED_KEYS or (not path and key == "hydra"):
+            continue
+        full = _join(path, key)
+        if key not in specs:
+            near = nearest_keys(root, path, key, list(specs))
+            hint = f"did you mean {' or '.join(repr(n) for n in near)}?" if near else f"valid keys here: {list(specs)}"
+            errors.append(f"unknown key '{full}'; {hint}")
+            continue
+        inner = specs[key][0]
+        if is_config_class(inner):
+            child = node._get_node(key) if isinstance(node, DictConfig) else node[key]
+            if isinstance(child, DictConfig) and child._is_none():
+                continue
+            _unknown_key_errors(node[key], inner, full, root, errors)
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _check_leaf(value: Any, annotation: Any, path: str, errors: list[str]) -> Any:
+    """Check (and lightly coerce) one leaf value against its annotation; return the value to keep."""
+    if annotation is Any or annotation is object:
+        return value
+    origin = typing.get_origin(annotation)
+    if origin is dict or annotation is dict:
+        if not isinstance(value, dict):
+            errors.append(f"{path}={value!r} must be a mapping (key: value pairs)")
+        return value
+    if origin is list or annotation is list:
+        item_type = (typing.get_args(annotation) or (Any,))[0]
+        if isinstance(value, str) and item_type is str:
+            value = [value]
+        if not isinstance(value, list | tuple):
+            errors.append(f"{path}={value!r} must be a list of {_type_name(item_type)}")
+            return value
+        return [_check_leaf(v, item_type, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    if annotation is bool:
+        if not isinstance(value, bool):
+            errors.append(f"{path}={value!r} must be a boolean (true or false)")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            errors.append(f"{path}={value!r} must be an integer")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            errors.append(f"{path}={value!r} must be a number")
+            return value
+        return float(value)
+    if annotation is str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            errors.append(f"{path}={value!r} must be a string")
+            return value
+        return str(value)
+    return value
+
+
+def _check_metadata(value: Any, metadata: dict, path: str, errors: list[str]) -> None:
+    choices = metadata.get("choices")
+    if choices is not None and value not in choices:
+        shown = ", ".join("null" if c is None else str(c).lower() if isinstance(c, bool) else str(c) for c in choices)
+        errors.append(f"{path}={value!r} is not allowed; allowed values: {shown}")
+    bounds = metadata.get("bounds")
+    if bounds and value is not None and isinstance(value, int | float) and not isinstance(value, bool):
+        ge, gt, le = bounds["ge"], bounds["gt"], bounds["le"]
+        if (ge is not None and value < ge) or (gt is not None and value <= gt) or (le is not None and value > le):
+            low = f">= {ge}" if ge is not None else f"> {gt}" if gt is not None else ""
+            high = f"<= {le}" if le is not None else ""
+            errors.append(f"{path}={value!r} is out of range; allowed: {' and '.join(p for p in (low, high) if p)}")
+
+
+def _check_types(node: Any, cls: type, path: str, errors: list[str]) -> dict:
+    """Type- and range-check a resolved mapping against ``cls``; return it with light coercions applied."""
+    checked: dict[str, Any] = {}
+    specs = field_specs(cls)
+    for key, value in node.items():
+        if key not in specs:
+            continue  # already reported as unknown (or ignored)
+        inner, optional, metadata = specs[key]
+        full = _join(path, key)
+        if value is None:
+            if not optional and not is_free_mapping(inner) and "choices" not in metadata:
+                errors.append(f"{full} must not be null (expected {_type_name(inner)})")
+            elif "choices" in metadata and None not in metadata["choices"]:
+                _check_metadata(value, metadata, full, errors)
+            checked[key] = None
+            continue
+        if is_config_class(inner):
+            if not isinstance(value, dict):
+                errors.append(f"{full}={value!r} must be a mapping of the {inner.__name__} keys")
+                continue
+            checked[key] = _check_types(value, inner, full, errors)
+            continue
+        checked[key] = _check_leaf(value, inner, full, errors)
+        _check_metadata(checked[key], metadata, full, errors)
+    return checked
+
+
+def _strip_ignored(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_ignored(v) for k, v in node.items() if k not in IGNORED_KEYS and k != "hydra"}
+    return node
+
+
+def _resolve(cfg: DictConfig) -> dict:
+    """Resolve interpolations, turning a failure into an error that names the key and the reference."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        raise ConfigError(
+            [f"{key}: cannot resolve its interpolation ({exc.msg if hasattr(exc, 'msg') else exc})"]
+        ) from None
+
+
+def to_typed(container: dict, cls: type) -> Any:
+    """Build the dataclass tree from a checked container (missing keys take the dataclass defaults)."""
+    merged = OmegaConf.merge(OmegaConf.structured(cls), container)
+    return OmegaConf.to_object(merged)
+
+
+def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: bool = True) -> PPOConfig:
+    """Check a composed PPO config and return it as a typed :class:`PPOConfig`.
+
+    Raises :class:`ConfigError` listing every problem: unknown keys (with the nearest valid key), wrong
+    types and out-of-range or disallowed values (with the allowed values), cross-field inconsistencies
+    (naming every key involved and the fix), and names missing from the advantage-estimator,
+    policy-loss and reward-manager registries (listing the registered ones).
+    """
+    from verl.trainer.config.checks import cross_field_errors, registry_errors
+
+    if isinstance(cfg, PPOConfig):
+        typed = cfg
+    else:
+        if isinstance(cfg, dict):
+            cfg = OmegaConf.create(cfg)
+        if not isinstance(cfg, DictConfig):
+            raise TypeError(f"validate_config expects a DictConfig, dict or PPOConfig, got {type(cfg).__name__}")
+        errors: list[str] = []
+        _unknown_key_errors(cfg, PPOConfig, "", PPOConfig, errors)
+        if errors:
+            raise ConfigError(errors)
+        container = _strip_ignored(_resolve(cfg))
+        checked = _check_types(container, PPOConfig, "", errors)
+        if errors:
+            raise ConfigError(errors)
+        typed = to_typed(checked, PPOConfig)
+    errors = cross_field_errors(typed)
+    if check_registries:
+        errors += registry_errors(typed)
+    if errors:
+        raise ConfigError(errors)
+    return typed
+
+
+__all__ = ["ConfigError", "to_typed", "validate_config"]
