@@ -1,0 +1,82 @@
+"""Worker classes for the single-controller tests that do not import torch (their actors start fast)."""
+
+import os
+import time
+
+import ray
+
+from verl.single_controller.base import Worker
+from verl.single_controller.base.decorator import Dispatch, register
+
+
+class ActorRole(Worker):
+    """Stands for the actor role of a colocated worker: keeps a counter of its own."""
+
+    def __init__(self, step_size: int) -> None:
+        super().__init__()
+        self.step_size = step_size
+        self.steps = 0
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def step(self) -> int:
+        self.steps += self.step_size
+        return self.steps
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def where(self) -> tuple[str, int, int]:
+        return "actor", self.rank, os.getpid()
+
+
+class CriticRole(Worker):
+    """Stands for the critic role: a method with the same name as the actor's returns something else."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__()
+        self.offset = offset
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def where(self) -> tuple[str, int, int]:
+        return "critic", self.rank, os.getpid()
+
+    @register(dispatch_mode=Dispatch.ALL_TO_ALL)
+    def value(self, x: int) -> int:
+        return x + self.offset + self.rank
+
+
+@ray.remote
+class Sleeper(Worker):
+    """A worker that sleeps on request, to be killed or timed out mid-call."""
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def pid(self) -> int:
+        return os.getpid()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def nap(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return self.rank
+
+
+@ray.remote
+class NodeReporter(Worker):
+    """Reports where it runs and sums a value over the group with gloo (multi-node simulation)."""
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def placement(self) -> dict:
+        return {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "local_world_size": self.local_world_size,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "master": self.get_master_addr_port(),
+        }
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def all_reduce_rank_squares(self) -> float:
+        import torch
+        import torch.distributed as dist
+
+        self.init_process_group()
+        value = torch.tensor([float(self.rank**2)], dtype=torch.float64)
+        dist.all_reduce(value)
+        return float(value.item())
