@@ -47,8 +47,8 @@ class EngineSettings:
             if value is not None:
                 values[name] = value
         mixed = getattr(engine_config, "mixed_precision", None) if engine_config is not None else None
-        if mixed is not None and getattr(mixed, "param_dtype", None):
-            values["mixed_precision_param_dtype"] = mixed.param_dtype
+        if mixed:  # verl's fsdp_config.mixed_precision: {"param_dtype": ..., "reduce_dtype": ...}
+            values["mixed_precision_param_dtype"] = mixed.get("param_dtype", "bf16")
         if "model_dtype" not in values:
             # verl's defaults: fp32 master weights for trained models, bf16 for the frozen reference on GPU
             values["model_dtype"] = "bf16" if (role == "ref" and is_cuda_available()) else "fp32"

@@ -43,6 +43,9 @@ class ModelSettings:
         for name in cls.__dataclass_fields__:
             if _has(model_config, name) and getattr(model_config, name) is not None:
                 values[name] = _plain(getattr(model_config, name))
+        from verl.workers.config.model import resolve_model_path  # "default" → the embedded SmolLM2
+
+        values["path"] = resolve_model_path(values["path"])
         return cls(**values)
 
 

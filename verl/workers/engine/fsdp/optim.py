@@ -40,8 +40,12 @@ class OptimSettings:
             value = getattr(optim_config, name, None) if optim_config is not None else None
             if value is not None:
                 values[name] = tuple(value) if name == "betas" else value
-        # verl's older key for the schedule type
-        if "lr_scheduler_type" not in values and getattr(optim_config, "warmup_style", None):
+        extra = getattr(optim_config, "override_optimizer_config", None) or {}
+        for name in ("eps",):  # optimizer kwargs verl passes through override_optimizer_config
+            if name in extra:
+                values[name] = float(extra[name])
+        # verl's deprecated key for the schedule type wins when set
+        if getattr(optim_config, "warmup_style", None):
             values["lr_scheduler_type"] = optim_config.warmup_style
         return cls(**values)
 

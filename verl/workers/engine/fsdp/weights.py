@@ -29,7 +29,7 @@ def is_peft_model(module: nn.Module) -> bool:
     return hasattr(module, "peft_config") and hasattr(module, "base_model")
 
 
-def _lora_scaling(module: nn.Module) -> dict[str, float]:
+def lora_scaling(module: nn.Module) -> dict[str, float]:
     """``{module path (HF naming) -> alpha / r}`` for every LoRA layer of a peft model (default adapter)."""
     scaling: dict[str, float] = {}
     for name, sub in module.named_modules():
@@ -60,7 +60,7 @@ def iter_full_state_dict(
     """
     state = module.state_dict()
     if is_peft_model(module):
-        yield from _iter_merged_lora(state, _lora_scaling(module), bucket_bytes, dtype, device)
+        yield from iter_merged_lora(state, lora_scaling(module), bucket_bytes, dtype, device)
         return
     yield from _iter_buckets(((name, _full(t)) for name, t in state.items()), bucket_bytes, dtype, device)
 
@@ -81,11 +81,17 @@ def _iter_buckets(pairs, bucket_bytes: int, dtype, device) -> Iterator[tuple[str
     yield from bucket
 
 
-def _iter_merged_lora(
-    state: dict[str, torch.Tensor], scaling: dict[str, float], bucket_bytes: int, dtype, device
+def iter_merged_lora(
+    state: dict[str, torch.Tensor],
+    scaling: dict[str, float],
+    bucket_bytes: int = 256 << 20,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """Merge LoRA factors into their base weights. State keys look like
-    ``base_model.model.X.q_proj.base_layer.weight``, ``...q_proj.lora_A.default.weight``, ``...lora_B...``."""
+    """Merge LoRA factors of a peft state dict into their base weights (also used offline by the merger).
+
+    Keys look like ``base_model.model.X.q_proj.base_layer.weight``, ``...q_proj.lora_A.default.weight``,
+    ``...lora_B...``; ``scaling`` maps the HF layer path ``X.q_proj`` to ``lora_alpha / r``."""
     lora_a: dict[str, torch.Tensor] = {}
     lora_b: dict[str, torch.Tensor] = {}
     pending_base: dict[str, torch.Tensor] = {}

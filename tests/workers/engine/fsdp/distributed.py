@@ -1,0 +1,85 @@
+"""Run a function on N local ranks (torch.multiprocessing.spawn) with gloo on CPU or nccl on GPUs, and
+collect what each rank returns. Functions must be module-level (picklable)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _entry(rank: int, world_size: int, port: int, out_dir: str, fn: Callable, args: tuple) -> None:
+    from verl.utils.device import get_nccl_backend, is_cuda_available
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
+    os.environ["LOCAL_RANK"] = str(rank)
+    torch.set_num_threads(1)
+    if is_cuda_available():
+        torch.cuda.set_device(rank)
+    dist.init_process_group(get_nccl_backend(), rank=rank, world_size=world_size)
+    try:
+        torch.manual_seed(0)
+        result = fn(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()
+    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+def run_on_ranks(fn: Callable, world_size: int, *args: Any) -> list[Any]:
+    """``[fn(rank, world_size, *args) for rank]`` run in ``world_size`` spawned processes."""
+    with tempfile.TemporaryDirectory() as out_dir:
+        mp.spawn(_entry, args=(world_size, free_port(), out_dir, fn, args), nprocs=world_size, join=True)
+        return [torch.load(os.path.join(out_dir, f"rank{r}.pt"), weights_only=False) for r in range(world_size)]
+
+
+def rollout_batch(
+    batch_size: int = 8, prompt_length: int = 6, response_length: int = 5, seed: int = 0, vocab: int = 1000
+) -> dict[str, torch.Tensor]:
+    """A synthetic rollout batch laid out like verl's: left-padded prompts, right-padded responses,
+    ``position_ids`` from the attention mask, ``response_mask`` for the valid response tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(3, vocab, (batch_size, prompt_length), generator=gen)
+    responses = torch.randint(3, vocab, (batch_size, response_length), generator=gen)
+    prompt_lens = torch.randint(1, prompt_length + 1, (batch_size,), generator=gen)
+    response_lens = torch.randint(1, response_length + 1, (batch_size,), generator=gen)
+    prompt_mask = (torch.arange(prompt_length) >= prompt_length - prompt_lens[:, None]).long()
+    response_mask = (torch.arange(response_length) < response_lens[:, None]).long()
+    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    input_ids = torch.cat([prompts, responses], dim=1) * attention_mask + 2 * (1 - attention_mask)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return {
+        "prompts": input_ids[:, :prompt_length],
+        "responses": input_ids[:, prompt_length:],
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "response_mask": response_mask,
+    }
+
+
+def reference_log_probs(model, batch: dict[str, torch.Tensor], temperature: float = 1.0) -> torch.Tensor:
+    """Plain HF forward of each sequence alone (no padding at all): log-probs ``(bs, R)`` of the responses,
+    zero outside the response mask."""
+    response_length = batch["responses"].shape[1]
+    out = torch.zeros(batch["responses"].shape, dtype=torch.float32)
+    for row in range(batch["input_ids"].shape[0]):
+        valid = batch["attention_mask"][row].bool()
+        ids = batch["input_ids"][row][valid]
+        logits = model(input_ids=ids[None]).logits[0].float() / temperature
+        log_probs = torch.log_softmax(logits[:-1], dim=-1).gather(-1, ids[1:, None])[:, 0]
+        n_resp = int(batch["response_mask"][row].sum())
+        out[row, :n_resp] = log_probs[len(ids) - 1 - n_resp :]
+    assert out.shape[1] == response_length
+    return out

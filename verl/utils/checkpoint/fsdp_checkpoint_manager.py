@@ -1,0 +1,163 @@
+"""Checkpoints of an FSDP2 engine through ``torch.distributed.checkpoint`` (DCP).
+
+Layout of ``local_path`` (e.g. ``.../global_step_N/actor``)::
+
+    model_optim/            DCP folder: sharded model + optimizer state (reshardable to another world size)
+    extra_state_rank_{r}.pt lr scheduler state and RNG states of rank r
+    fsdp_config.json        world size, role, LoRA scaling (read by the model merger)
+    huggingface/            HF config, generation config and tokenizer (for export)
+
+The folder is written atomically (see ``atomic_dir``). The trainer's tracker file
+(``latest_checkpointed_iteration.txt``) is written by the trainer after every role has saved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+from verl.utils.checkpoint.atomic_dir import atomic_checkpoint_dir
+from verl.workers.engine.fsdp.weights import is_peft_model, lora_scaling
+
+MODEL_OPTIM_DIR = "model_optim"
+HF_DIR = "huggingface"
+META_FILE = "fsdp_config.json"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+class FSDPCheckpointManager:
+    """Save/load ``model`` (FSDP2), ``optimizer`` and ``lr_scheduler``; ``processing_class`` is the tokenizer."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr_scheduler=None,
+        processing_class=None,
+        checkpoint_config=None,
+        role: str = "actor",
+    ):
+        self.model = model
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.processing_class = processing_class
+        self.checkpoint_config = checkpoint_config
+        self.role = role
+        self.previous_saved_paths: list[str] = []
+
+    # ------------------------------------------------------------------ save
+    def _state(self) -> dict:
+        if self.optimizer is None:
+            model_state, _ = get_state_dict(self.model, [])
+            return {"model": model_state}
+        model_state, optim_state = get_state_dict(self.model, self.optimizer)
+        return {"model": model_state, "optim": optim_state}
+
+    def save_checkpoint(
+        self, local_path: str, hdfs_path: str | None = None, global_step: int = 0, max_ckpt_to_keep: int | None = None
+    ) -> None:
+        """Write the checkpoint to ``local_path`` (collective). Keeps at most ``max_ckpt_to_keep`` of the folders
+        this manager saved (oldest removed after the new one is complete)."""
+        if hdfs_path is not None:
+            raise NotImplementedError("hdfs_path is not supported; copy the local checkpoint folder instead")
+        local_path = os.path.abspath(local_path)
+        with atomic_checkpoint_dir(local_path) as tmp:
+            dcp.save(self._state(), checkpoint_id=os.path.join(tmp, MODEL_OPTIM_DIR))
+            extra = {"rng": rng_state(), "global_step": global_step}
+            if self.lr_scheduler is not None:
+                extra["lr_scheduler"] = self.lr_scheduler.state_dict()
+            torch.save(extra, os.path.join(tmp, f"extra_state_rank_{_rank()}.pt"))
+            if _rank() == 0:
+                self._save_hf_files(tmp)
+        self._rotate(local_path, max_ckpt_to_keep)
+
+    def _save_hf_files(self, folder: str) -> None:
+        base = self.model.get_base_model() if is_peft_model(self.model) else self.model
+        hf_dir = os.path.join(folder, HF_DIR)
+        base.config.save_pretrained(hf_dir)
+        if getattr(base, "generation_config", None) is not None and hasattr(base, "can_generate"):
+            if base.can_generate():
+                base.generation_config.save_pretrained(hf_dir)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(hf_dir)
+        meta = {
+            "world_size": _world(),
+            "role": self.role,
+            "architectures": list(getattr(base.config, "architectures", None) or []),
+            "lora_scaling": lora_scaling(self.model) if is_peft_model(self.model) else None,
+        }
+        with open(os.path.join(folder, META_FILE), "w") as handle:
+            json.dump(meta, handle, indent=2)
+
+    def _rotate(self, local_path: str, max_ckpt_to_keep: int | None) -> None:
+        if local_path in self.previous_saved_paths:
+            self.previous_saved_paths.remove(local_path)
+        self.previous_saved_paths.append(local_path)
+        if not max_ckpt_to_keep or max_ckpt_to_keep <= 0:
+            return
+        while len(self.previous_saved_paths) > max_ckpt_to_keep:
+            old = self.previous_saved_paths.pop(0)
+            if _rank() == 0:
+                shutil.rmtree(old, ignore_errors=True)
+        if dist.is_initialized():
+            dist.barrier()
+
+    # ------------------------------------------------------------------ load
+    def load_checkpoint(self, local_path: str, hdfs_path: str | None = None, del_local_after_load: bool = False):
+        """Restore model, optimizer, scheduler and RNG from ``local_path`` (collective)."""
+        if hdfs_path is not None:
+            raise NotImplementedError("hdfs_path is not supported; load from a local folder")
+        if local_path is None:
+            return
+        model_optim = os.path.join(local_path, MODEL_OPTIM_DIR)
+        if not os.path.isdir(model_optim):
+            raise FileNotFoundError(f"{model_optim} is missing: {local_path} is not a complete FSDP checkpoint")
+        state = self._state()
+        dcp.load(state, checkpoint_id=model_optim)
+        if self.optimizer is None:
+            set_state_dict(self.model, [], model_state_dict=state["model"], optim_state_dict={})
+        else:
+            set_state_dict(
+                self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+            )
+        extra_path = os.path.join(local_path, f"extra_state_rank_{_rank()}.pt")
+        if os.path.exists(extra_path):
+            extra = torch.load(extra_path, weights_only=False)
+            set_rng_state(extra["rng"])
+            if self.lr_scheduler is not None and "lr_scheduler" in extra:
+                self.lr_scheduler.load_state_dict(extra["lr_scheduler"])
+        if dist.is_initialized():
+            dist.barrier()
+        if del_local_after_load and _rank() == 0:
+            shutil.rmtree(local_path, ignore_errors=True)

@@ -1,0 +1,22 @@
+"""Interface every PPO actor implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from verl.protocol import DataProto
+
+
+class BasePPOActor(ABC):
+    def __init__(self, config):
+        self.config = config
+
+    @abstractmethod
+    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs ``(bs, R)`` of ``data.batch['responses']`` (and entropy ``(bs, R)`` or None)."""
+
+    @abstractmethod
+    def update_policy(self, data: DataProto) -> dict:
+        """Run the PPO update on ``data``; returns metrics (name -> list of values)."""

@@ -1,0 +1,120 @@
+"""Data-parallel PPO critic over an FSDP2 value model (``AutoModelForTokenClassification``, ``num_labels=1``).
+
+Value of the state before response token ``t`` is read at position ``t - 1`` (like the log-probs):
+``values = v[:, -R - 1 : -1]``. The loss is the clipped value loss of PPO (Schulman et al. 2017, eq. 9's
+value term as implemented in OpenAI baselines):
+
+    v_clip = values_old + clip(v - values_old, -c, c)
+    vf_loss = 0.5 * agg(max((v - returns)^2, (v_clip - returns)^2))
+
+aggregated with the mini-batch's global token counts, so 1 and N ranks and any micro-batch split agree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from torch import nn
+
+from verl.protocol import DataProto
+from verl.trainer.ppo.core_algos import compute_value_loss
+from verl.utils.torch_functional import masked_mean
+from verl.workers.critic.base import BasePPOCritic
+from verl.workers.engine.fsdp.forward import forward_values
+from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
+from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
+
+MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
+
+
+class DataParallelPPOCritic(BasePPOCritic):
+    """``config`` is a ``CriticConfig`` whose ``ppo_mini_batch_size`` is already per rank."""
+
+    def __init__(
+        self,
+        config,
+        critic_module: nn.Module,
+        critic_optimizer: torch.optim.Optimizer | None = None,
+        use_remove_padding: bool = True,
+    ):
+        super().__init__(config)
+        self.critic_module = critic_module
+        self.critic_optimizer = critic_optimizer
+        self.use_remove_padding = use_remove_padding
+
+    def _forward_micro_batch(self, micro_batch) -> torch.Tensor:
+        response_length = micro_batch["responses"].shape[-1]
+        values = forward_values(
+            self.critic_module,
+            micro_batch["input_ids"],
+            micro_batch["attention_mask"],
+            micro_batch["position_ids"],
+            use_remove_padding=self.use_remove_padding,
+        )
+        valid = micro_batch["attention_mask"][:, -response_length:].bool()
+        return torch.where(valid, values[:, -response_length - 1 : -1], 0.0)
+
+    def compute_values(self, data: DataProto) -> torch.Tensor:
+        """Values ``(bs, R)``, zero outside ``response_mask``."""
+        self.critic_module.eval()
+        meta = data.meta_info
+        plan = plan_micro_batches(
+            data.select(batch_keys=MODEL_INPUT_KEYS + ["response_mask"]).batch,
+            meta.get("micro_batch_size"),
+            bool(meta.get("use_dynamic_bsz", False)),
+            meta.get("max_token_len"),
+        )
+        with torch.no_grad():
+            values = torch.cat([self._forward_micro_batch(mb) for mb in plan.micro_batches])
+        return plan.restore(values)
+
+    def update_critic(self, data: DataProto) -> dict[str, list[float]]:
+        if self.critic_optimizer is None:
+            raise RuntimeError("update_critic needs an optimizer; build the critic with critic_optimizer")
+        config = self.config
+        self.critic_module.train()
+        data = data.select(batch_keys=MODEL_INPUT_KEYS + ["response_mask", "values", "returns"])
+        metrics: dict[str, list[float]] = defaultdict(list)
+        world = dp_world_size()
+        mini_batch_size = int(config.ppo_mini_batch_size)
+        if mini_batch_size <= 0 or len(data) % mini_batch_size:
+            raise ValueError(
+                f"per-rank batch of {len(data)} rows is not divisible by the per-rank critic ppo_mini_batch_size "
+                f"{mini_batch_size}"
+            )
+        for _ in range(int(config.ppo_epochs)):
+            for mini_batch in data.split(mini_batch_size):
+                num_tokens, num_seqs = global_counts(mini_batch.batch["response_mask"])
+                plan = plan_micro_batches(
+                    mini_batch.batch,
+                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
+                    bool(getattr(config, "use_dynamic_bsz", False)),
+                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                )
+                self.critic_optimizer.zero_grad(set_to_none=True)
+                vf_loss_sum, clipfracs, vpred_means = 0.0, [], []
+                for micro_batch in plan.micro_batches:
+                    response_mask = micro_batch["response_mask"].float()
+                    vpreds = self._forward_micro_batch(micro_batch)
+                    vf_loss, vf_clipfrac = compute_value_loss(
+                        vpreds=vpreds,
+                        returns=micro_batch["returns"],
+                        values=micro_batch["values"],
+                        response_mask=response_mask,
+                        cliprange_value=config.cliprange_value,
+                        loss_agg_mode=config.loss_agg_mode,
+                        global_num_tokens=num_tokens,
+                        global_num_seqs=num_seqs,
+                    )
+                    (vf_loss * world).backward()
+                    vf_loss_sum += float(vf_loss.detach())
+                    clipfracs.append(float(vf_clipfrac))
+                    vpred_means.append(float(masked_mean(vpreds.detach(), response_mask)))
+                grad_norm = clip_grad_norm_and_step(self.critic_module, self.critic_optimizer, config.grad_clip)
+                metrics["critic/vf_loss"].append(all_reduce_sum(vf_loss_sum))
+                metrics["critic/vf_clipfrac"].append(sum(clipfracs) / len(clipfracs))
+                metrics["critic/vpred_mean"].append(sum(vpred_means) / len(vpred_means))
+                metrics["critic/grad_norm"].append(grad_norm)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        return dict(metrics)
