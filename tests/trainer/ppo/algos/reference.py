@@ -83,7 +83,12 @@ AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mea
 def actor_config(**overrides) -> SimpleNamespace:
     """An actor config read by attribute, as the losses read the typed ActorConfig."""
     policy_loss = SimpleNamespace(
-        loss_mode="vanilla", clip_cov_ratio=0.0002, clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=0.0002, ppo_kl_coef=0.1
+        loss_mode="vanilla",
+        clip_cov_ratio=0.0002,
+        clip_cov_lb=1.0,
+        clip_cov_ub=5.0,
+        kl_cov_ratio=0.0002,
+        ppo_kl_coef=0.1,
     )
     for key in list(overrides):
         if hasattr(policy_loss, key):

@@ -1,4 +1,3 @@
-import numpy as np
 import torch
 
 from tests.trainer.ppo.algos.reference import ragged_batch
@@ -8,7 +7,9 @@ from verl.trainer.ppo.core_algos import compute_remax_outcome_advantage
 def test_remax_is_reward_to_go_minus_greedy_baseline():
     batch = ragged_batch(seed=7)
     baselines = batch.rng.normal(size=batch.rewards.shape[0])
-    advantages, returns = compute_remax_outcome_advantage(batch.torch_rewards, torch.tensor(baselines), batch.torch_mask)
+    advantages, returns = compute_remax_outcome_advantage(
+        batch.torch_rewards, torch.tensor(baselines), batch.torch_mask
+    )
     for i in range(batch.rewards.shape[0]):
         for t in range(batch.rewards.shape[1]):
             if batch.mask[i, t] > 0:
