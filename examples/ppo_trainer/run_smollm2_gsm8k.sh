@@ -1,0 +1,27 @@
+# PPO with a critic (GAE) on GSM8K with the embedded SmolLM2-135M-Instruct as actor and critic; one GPU.
+set -x
+
+python3 -m verl.trainer.main_ppo \
+    algorithm.adv_estimator=gae \
+    data.train_files=$HOME/data/gsm8k/train.parquet \
+    data.val_files=$HOME/data/gsm8k/test.parquet \
+    data.val_max_samples=256 \
+    data.train_batch_size=64 \
+    data.max_prompt_length=384 \
+    data.max_response_length=256 \
+    data.filter_overlong_prompts=True \
+    actor_rollout_ref.model.path=default \
+    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
+    actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.n=1 \
+    critic.model.path=default \
+    critic.optim.lr=1e-5 \
+    critic.ppo_micro_batch_size_per_gpu=16 \
+    trainer.critic_warmup=2 \
+    trainer.logger='["console","file"]' \
+    trainer.project_name='verl_ppo_example_gsm8k' \
+    trainer.experiment_name='smollm2_135m_ppo' \
+    trainer.n_gpus_per_node=1 \
+    trainer.total_training_steps=50 "$@"

@@ -1,0 +1,196 @@
+"""Entry point of PPO-family training: ``python -m verl.trainer.main_ppo [key=value ...]``.
+
+With no overrides it runs the embedded default: GRPO on the built-in arithmetic task with SmolLM2-135M-Instruct
+(vLLM rollout when vLLM is installed, else the HF rollout). The config is composed and validated before Ray
+starts, so a bad key or value fails in seconds; the training itself runs inside a Ray actor (``TaskRunner``),
+which behaves the same on a laptop and on a multi-node cluster (``ray start`` first, then run this on the head).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import hydra
+
+__all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
+
+BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}"}
+"""Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
+
+
+def _builtin_data_files(files: Any, split: str) -> Any:
+    """Turn the ``arithmetic`` alias into its ``builtin://arithmetic/<split>`` sentinel (the dataset resolves it)."""
+    if isinstance(files, str):
+        return BUILTIN_DATA_ALIASES[files].format(split=split) if files in BUILTIN_DATA_ALIASES else files
+    return [_builtin_data_files(f, split) for f in files]
+
+
+def prepare_config(config):
+    """Validate ``config`` into the typed ``PPOConfig`` and fill the embedded defaults, before Ray or any model.
+
+    - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
+    - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
+    - ``actor_rollout_ref.rollout.name=vllm`` falls back to ``hf`` when vLLM is not installed;
+    - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``.
+    The model path sentinel (``default``) is resolved by the processes that load the model.
+    Raises ``ConfigError`` (a ``ValueError``) naming every problem.
+    """
+    from verl.trainer.config.loader import ConfigError, validate_config
+    from verl.utils.tracking import check_backends
+
+    typed = validate_config(config)
+    try:
+        check_backends(typed.trainer.logger)
+    except (ValueError, ImportError) as exc:
+        raise ConfigError([str(exc)]) from exc
+    typed.data.train_files = _builtin_data_files(typed.data.train_files, "train")
+    if typed.data.val_files:
+        typed.data.val_files = _builtin_data_files(typed.data.val_files, "test")
+    rollout = typed.actor_rollout_ref.rollout
+    if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
+        print("vLLM is not installed: using the HF rollout (actor_rollout_ref.rollout.name=hf).")
+        rollout.name = "hf"
+    return typed
+
+
+def _ray_init_kwargs(config) -> dict[str, Any]:
+    """``ray.init`` arguments: no dashboard, and on CPU enough logical CPUs for the workers and the driver task."""
+    num_cpus = config.ray_kwargs.ray_init.num_cpus
+    if num_cpus is None and not _has_cuda():
+        workers = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+        num_cpus = max(os.cpu_count() or 1, workers + 1)
+    env_vars = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
+        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    for key in ("VERL_CACHE_DIR", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", "WANDB_MODE", "HF_HOME"):
+        if key in os.environ:
+            env_vars[key] = os.environ[key]
+    return {
+        "num_cpus": num_cpus,
+        "include_dashboard": False,
+        "runtime_env": {"env_vars": env_vars},
+        "log_to_driver": True,
+    }
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True):
+    """verl's name for building the prompt dataset (see ``verl.trainer.ppo.data_loading``)."""
+    from verl.trainer.ppo.data_loading import create_rl_dataset as _create
+
+    return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train)
+
+
+def run_ppo(config, task_runner_class=None) -> None:
+    """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor."""
+    import ray
+
+    config = prepare_config(config)
+    if not ray.is_initialized():
+        ray.init(**_ray_init_kwargs(config))
+    runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
+    runner = runner_cls.remote()
+    ray.get(runner.run.remote(config))
+    timeline_file = getattr(config.ray_kwargs, "timeline_json_file", None)
+    if timeline_file:
+        ray.timeline(filename=timeline_file)
+
+
+class TaskRunner:
+    """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``."""
+
+    def run(self, config) -> None:
+        from transformers import AutoTokenizer
+
+        from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+        from verl.trainer.ppo.reward import load_reward_manager
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.workers.config.model import resolve_model_path
+
+        model_path = resolve_model_path(config.actor_rollout_ref.model.path)
+        tokenizer_path = config.actor_rollout_ref.model.get("tokenizer_path") or model_path
+        tokenizer = AutoTokenizer.from_pretrained(
+            tokenizer_path, trust_remote_code=bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+        )
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+        role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
+        world = [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)
+        resource_pool_manager = ResourcePoolManager(
+            resource_pool_spec={"global_pool": world}, mapping=dict.fromkeys(role_worker_mapping, "global_pool")
+        )
+        reward_kwargs = dict(config.reward_model.get("reward_kwargs", None) or {})
+        reward_fn = load_reward_manager(config, tokenizer, num_examine=0, **reward_kwargs)
+        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1, **reward_kwargs)
+        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, is_train=True)
+        val_dataset = None
+        if config.data.val_files:
+            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, is_train=False)
+
+        trainer = RayPPOTrainer(
+            config=config,
+            tokenizer=tokenizer,
+            role_worker_mapping=role_worker_mapping,
+            resource_pool_manager=resource_pool_manager,
+            ray_worker_group_cls=RayWorkerGroup,
+            reward_fn=reward_fn,
+            val_reward_fn=val_reward_fn,
+            train_dataset=train_dataset,
+            val_dataset=val_dataset,
+            device_name=config.trainer.resolved_device(),
+        )
+        trainer.init_workers()
+        trainer.fit()
+
+    @staticmethod
+    def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
+        """Worker classes per role. With LoRA the reference is the actor with adapters off (no separate group)."""
+        from verl.trainer.ppo.utils import Role
+        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+
+        mapping = {Role.ActorRollout: ActorRolloutRefWorker}
+        if use_critic:
+            mapping[Role.Critic] = CriticWorker
+        lora = int(config.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
+        if use_reference_policy and not lora:
+            mapping[Role.RefPolicy] = ActorRolloutRefWorker
+        return mapping
+
+
+@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
+def main(config) -> None:
+    from verl.trainer.config.loader import ConfigError
+
+    try:
+        run_ppo(config)
+    except ConfigError as exc:
+        print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def cli() -> None:
+    """Check the command-line keys (nearest valid key on a typo) before Hydra composes, then run ``main``."""
+    from verl.trainer.config.loader import ConfigError, check_overrides
+
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
+        sys.exit(2)
+    main()
+
+
+if __name__ == "__main__":
+    cli()

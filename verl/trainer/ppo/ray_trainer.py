@@ -1,0 +1,400 @@
+"""The PPO-family training loop on a single controller (``RayPPOTrainer``).
+
+One step of :meth:`RayPPOTrainer.fit`, top to bottom::
+
+    sample prompts -> [greedy baseline (ReMax)] -> repeat n -> generate -> score -> [dynamic sampling]
+    -> old log-probs -> reference log-probs -> values -> KL in reward -> rollout correction -> advantages
+    -> critic update -> actor update (after critic_warmup) -> metrics
+
+Every algorithmic choice comes from the config through the registries in ``core_algos``; the driver only
+moves ``DataProto`` batches between worker groups. Validation, checkpoint files, dynamic sampling, worker
+construction and data loading live in their own modules next to this one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+from verl.trainer.ppo import checkpointing, core_algos
+from verl.trainer.ppo.data_loading import create_dataloaders
+from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
+from verl.trainer.ppo.metric_utils import (
+    compute_data_metrics,
+    compute_throughout_metrics,
+    compute_timing_metrics,
+    reduce_metrics,
+    reward_trend_summary,
+)
+from verl.trainer.ppo.reward import compute_reward
+from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
+from verl.trainer.ppo.validation import run_validation, split_generation_inputs
+from verl.trainer.ppo.worker_groups import build_worker_groups
+from verl.utils.profiler import marked_timer
+from verl.utils.tracking import Tracking
+
+__all__ = ["RayPPOTrainer", "Role", "ResourcePoolManager", "compute_response_mask"]
+
+
+def compute_response_mask(data: DataProto) -> torch.Tensor:
+    """``(bs, R)`` mask of the response tokens: the last R columns of ``attention_mask``."""
+    response_length = data.batch["responses"].size(1)
+    return data.batch["attention_mask"][:, -response_length:]
+
+
+class RayPPOTrainer:
+    """Drives actor/rollout, reference, critic worker groups through PPO-family training steps."""
+
+    def __init__(
+        self,
+        config,
+        tokenizer,
+        role_worker_mapping: dict[Role, type],
+        resource_pool_manager: ResourcePoolManager,
+        ray_worker_group_cls: type = RayWorkerGroup,
+        processor=None,
+        reward_fn=None,
+        val_reward_fn=None,
+        train_dataset=None,
+        val_dataset=None,
+        collate_fn=None,
+        train_sampler=None,
+        device_name: str | None = None,
+    ):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.processor = processor
+        self.role_worker_mapping = role_worker_mapping
+        self.resource_pool_manager = resource_pool_manager
+        self.ray_worker_group_cls = ray_worker_group_cls
+        self.reward_fn = reward_fn
+        self.val_reward_fn = val_reward_fn
+        self.device_name = device_name
+
+        self.use_critic = need_critic(config)
+        self.use_reference_policy = need_reference_policy(config)
+        self.use_reward_baselines = need_reward_baselines(config)
+        self.ref_in_actor = Role.RefPolicy not in role_worker_mapping
+        self.n = int(config.actor_rollout_ref.rollout.n)
+        if config.algorithm.use_kl_in_reward:
+            self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
+
+        self.train_stream, self.val_dataloader = create_dataloaders(
+            train_dataset, val_dataset, config.data, total_epochs=int(config.trainer.total_epochs)
+        )
+        steps_in_data = len(self.train_stream) * int(config.trainer.total_epochs)
+        self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
+        self._set_optimizer_horizon()
+        self.global_steps = 0
+        self.train_scores: list[float] = []
+
+    # ------------------------------------------------------------------ setup
+
+    def _set_optimizer_horizon(self) -> None:
+        """Tell the actor's and critic's LR schedules how many steps the run has (``optim.total_training_steps``)."""
+        from omegaconf import DictConfig, open_dict
+
+        for section in (self.config.actor_rollout_ref.actor, self.config.critic):
+            optim = getattr(section, "optim", None)
+            if optim is None:
+                continue
+            if isinstance(optim, DictConfig):
+                with open_dict(optim):
+                    optim.total_training_steps = self.total_training_steps
+            else:
+                optim.total_training_steps = self.total_training_steps
+
+    def init_workers(self) -> None:
+        """Spawn the worker groups and load the models (the actor last)."""
+        groups = build_worker_groups(
+            self.config,
+            self.role_worker_mapping,
+            self.resource_pool_manager,
+            self.ray_worker_group_cls,
+            device_name=self.device_name,
+        )
+        self.critic_wg = groups.get("critic")
+        self.ref_policy_wg = groups.get("ref")
+        self.actor_rollout_wg = groups["actor_rollout"]
+        for worker_group in (self.critic_wg, self.ref_policy_wg, self.actor_rollout_wg):
+            if worker_group is not None:
+                worker_group.init_model()
+        if self.ref_in_actor:
+            self.ref_policy_wg = self.actor_rollout_wg
+
+    # ------------------------------------------------------------------ one training step, phase by phase
+
+    def _sample_prompts(self, batches) -> DataProto:
+        """The next batch of prompts from the data stream, each with a fresh ``uid``."""
+        batch = DataProto.from_single_dict(next(batches))
+        batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch))], dtype=object)
+        return batch
+
+    def _generation_meta(self, do_sample: bool = True) -> dict[str, Any]:
+        rollout = self.config.actor_rollout_ref.rollout
+        return {
+            "eos_token_id": self.tokenizer.eos_token_id,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "do_sample": do_sample,
+            "temperature": float(rollout.temperature),
+            "validate": False,
+            "n": 1,
+            "global_steps": self.global_steps,
+        }
+
+    def _generate(self, batch: DataProto, do_sample: bool = True) -> DataProto:
+        """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
+        gen_batch = split_generation_inputs(batch)
+        gen_batch.meta_info = self._generation_meta(do_sample)
+        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.actor_rollout_wg.world_size)
+        output = unpad_dataproto(self.actor_rollout_wg.generate_sequences(gen_batch), pad_size)
+        worker_timing = output.meta_info.pop("timing", {})
+        batch = batch.union(output)
+        if "response_mask" not in batch.batch.keys():
+            batch.batch["response_mask"] = compute_response_mask(batch)
+        batch.meta_info["worker_timing"] = worker_timing
+        return batch
+
+    def _greedy_baseline_rewards(self, prompts: DataProto) -> DataProto:
+        """ReMax (Li et al., arXiv:2310.10505): the reward of one greedy response per prompt -> ``reward_baselines``."""
+        baseline = self._generate(prompts.select(deepcopy=True), do_sample=False)
+        scores, _ = compute_reward(baseline, self.reward_fn)
+        prompts.batch["reward_baselines"] = scores.sum(-1)
+        return prompts
+
+    def _score(self, batch: DataProto) -> DataProto:
+        """Rule / model rewards -> ``token_level_scores`` (bs, R), and the manager's per-sample extra info."""
+        scores, extra_info = compute_reward(batch, self.reward_fn)
+        batch.batch["token_level_scores"] = scores
+        for key, values in extra_info.items():
+            if len(values) == len(batch):
+                batch.non_tensor_batch[key] = np.asarray(values, dtype=object)
+        return batch
+
+    def _rollout_and_score(self, batches, timing_raw: dict, metrics: dict) -> DataProto:
+        """Prompts -> n responses each -> scores; with dynamic sampling, repeated until enough groups differ."""
+        batcher = GroupFilterBatcher.from_config(self.config)
+        while True:
+            prompts = self._sample_prompts(batches)
+            if self.use_reward_baselines:
+                with marked_timer("gen_max", timing_raw):
+                    prompts = self._greedy_baseline_rewards(prompts)
+            batch = prompts.repeat(repeat_times=self.n, interleave=True)
+            with marked_timer("gen", timing_raw):
+                batch = self._generate(batch)
+            for name, seconds in batch.meta_info.pop("worker_timing", {}).items():
+                timing_raw[name] = timing_raw.get(name, 0.0) + float(seconds)
+            with marked_timer("reward", timing_raw):
+                batch = self._score(batch)
+            if batcher.add(batch):
+                metrics.update(batcher.metrics())
+                return batcher.result()
+
+    def _balance_batch(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Reorder rows so each data-parallel rank gets about the same number of tokens (``trainer.balance_batch``)."""
+        world_size = self.actor_rollout_wg.world_size
+        if not self.config.trainer.balance_batch or world_size <= 1:
+            return batch
+        from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
+
+        seqlens = batch.batch["attention_mask"].sum(-1).tolist()
+        partitions = get_seqlen_balanced_partitions(seqlens, k_partitions=world_size, equal_size=True)
+        batch.reorder(torch.tensor([index for partition in partitions for index in partition]))
+        rank_tokens = [sum(seqlens[i] for i in partition) for partition in partitions]
+        metrics["global_seqlen/min"], metrics["global_seqlen/max"] = float(min(rank_tokens)), float(max(rank_tokens))
+        return batch
+
+    def _recompute_old_log_probs(self, batch: DataProto, metrics: dict) -> DataProto:
+        """π_old(a|s) of the current actor -> ``old_log_probs``; its mean entropy -> ``actor/entropy``.
+
+        With ``algorithm.rollout_correction.bypass_mode`` the rollout engine's log-probs are used instead.
+        """
+        correction = getattr(self.config.algorithm, "rollout_correction", None)
+        if getattr(correction, "bypass_mode", False) and "rollout_log_probs" in batch.batch.keys():
+            batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
+            return batch
+        output = self.actor_rollout_wg.compute_log_prob(batch)
+        if "entropys" in output.batch.keys():
+            entropys = output.pop(batch_keys=["entropys"]).batch["entropys"]
+            loss_agg_mode = self.config.actor_rollout_ref.actor.loss_agg_mode
+            entropy = core_algos.agg_loss(entropys, batch.batch["response_mask"], loss_agg_mode)
+            metrics["actor/entropy"] = float(entropy)
+        output.meta_info.pop("metrics", None)
+        return batch.union(output)
+
+    def _compute_ref_log_probs(self, batch: DataProto) -> DataProto:
+        return batch.union(self.ref_policy_wg.compute_ref_log_prob(batch))
+
+    def _compute_values(self, batch: DataProto) -> DataProto:
+        return batch.union(self.critic_wg.compute_values(batch))
+
+    def _apply_kl_in_reward(self, batch: DataProto, metrics: dict) -> DataProto:
+        """``token_level_rewards = scores - β·KL(π_old || π_ref)`` with ``use_kl_in_reward``, else the scores."""
+        if not self.config.algorithm.use_kl_in_reward:
+            batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+            return batch
+        batch, kl_metrics = core_algos.apply_kl_penalty(
+            batch, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=self.config.algorithm.kl_penalty
+        )
+        metrics.update(kl_metrics)
+        return batch
+
+    def _apply_rollout_correction(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Importance weights / rejection for the rollout-vs-training mismatch (``algorithm.rollout_correction``),
+        with its ``rollout_corr/*`` metrics; needs the rollout's log-probs (``rollout.calculate_log_probs``)."""
+        if "rollout_log_probs" not in batch.batch.keys():
+            return batch
+        batch, correction_metrics = core_algos.compute_rollout_correction_and_add_to_batch(
+            batch, getattr(self.config.algorithm, "rollout_correction", None)
+        )
+        metrics.update(correction_metrics)
+        return batch
+
+    def _compute_advantages(self, batch: DataProto) -> DataProto:
+        """``advantages`` and ``returns`` (bs, R) from the estimator registered as ``algorithm.adv_estimator``."""
+        algorithm = self.config.algorithm
+        return core_algos.compute_advantage(
+            batch,
+            adv_estimator=algorithm.adv_estimator,
+            gamma=algorithm.gamma,
+            lam=algorithm.lam,
+            num_repeat=self.n,
+            norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std_in_grpo,
+            config=algorithm,
+        )
+
+    def _update_critic(self, batch: DataProto) -> dict[str, float]:
+        return reduce_metrics(self.critic_wg.update_critic(batch).meta_info["metrics"])
+
+    def _update_actor(self, batch: DataProto) -> dict[str, float]:
+        return reduce_metrics(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
+
+    def train_step(self, batches) -> dict[str, float]:
+        """One PPO step on the next batch of prompts; returns its metrics."""
+        metrics: dict[str, float] = {}
+        timing_raw: dict[str, float] = {}
+        with marked_timer("step", timing_raw):
+            batch = self._rollout_and_score(batches, timing_raw, metrics)
+            batch = self._balance_batch(batch, metrics)
+            batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
+            with marked_timer("old_log_prob", timing_raw):
+                batch = self._recompute_old_log_probs(batch, metrics)
+            if self.use_reference_policy:
+                with marked_timer("ref", timing_raw):
+                    batch = self._compute_ref_log_probs(batch)
+            if self.use_critic:
+                with marked_timer("values", timing_raw):
+                    batch = self._compute_values(batch)
+            with marked_timer("adv", timing_raw):
+                batch = self._apply_kl_in_reward(batch, metrics)
+                batch = self._apply_rollout_correction(batch, metrics)
+                batch = self._compute_advantages(batch)
+            if self.use_critic:
+                with marked_timer("update_critic", timing_raw):
+                    metrics.update(self._update_critic(batch))
+            if self.global_steps > int(self.config.trainer.critic_warmup):
+                with marked_timer("update_actor", timing_raw):
+                    metrics.update(self._update_actor(batch))
+
+        metrics.update(compute_data_metrics(batch, use_critic=self.use_critic))
+        metrics.update(compute_timing_metrics(batch, timing_raw))
+        metrics.update(compute_throughout_metrics(batch, timing_raw, n_gpus=self.resource_pool_manager.get_n_gpus()))
+        return metrics
+
+    # ------------------------------------------------------------------ validation and checkpoints
+
+    def _validate(self) -> dict[str, float]:
+        if self.val_dataloader is None or self.val_reward_fn is None:
+            return {}
+        return run_validation(
+            self.val_dataloader,
+            self.actor_rollout_wg,
+            self.val_reward_fn,
+            self.tokenizer,
+            self.config.actor_rollout_ref.rollout,
+            num_generations_to_print=int(getattr(self.config.trainer, "log_val_generations", 0) or 0),
+        )
+
+    def _save_checkpoint(self) -> None:
+        """Models and optimizers (workers), then ``data.pt``, then the tracker file (atomically, last)."""
+        trainer = self.config.trainer
+        step_dir = checkpointing.global_step_dir(trainer.default_local_dir, self.global_steps)
+        keep = getattr(trainer, "max_actor_ckpt_to_keep", None)
+        self.actor_rollout_wg.save_checkpoint(
+            local_path=f"{step_dir}/actor", global_step=self.global_steps, max_ckpt_to_keep=keep
+        )
+        if self.use_critic:
+            self.critic_wg.save_checkpoint(
+                local_path=f"{step_dir}/critic",
+                global_step=self.global_steps,
+                max_ckpt_to_keep=getattr(trainer, "max_critic_ckpt_to_keep", None),
+            )
+        state = {
+            "global_step": self.global_steps,
+            "dataloader": self.train_stream.state_dict(),
+            "train_scores": list(self.train_scores),
+        }
+        if self.config.algorithm.use_kl_in_reward:
+            state["kl_coef"] = self.kl_ctrl_in_reward.value
+        checkpointing.save_trainer_state(step_dir, state)
+        checkpointing.write_tracker(trainer.default_local_dir, self.global_steps)
+        checkpointing.prune_old_checkpoints(trainer.default_local_dir, keep)
+
+    def _load_checkpoint(self) -> int:
+        """Restore the checkpoint ``trainer.resume_mode`` selects; returns its global step (0 if none)."""
+        path = checkpointing.resolve_resume_path(self.config.trainer)
+        if path is None:
+            print("Training from scratch (no checkpoint to resume).")
+            return 0
+        print(f"Resuming from checkpoint {path}")
+        self.actor_rollout_wg.load_checkpoint(f"{path}/actor")
+        if self.use_critic:
+            self.critic_wg.load_checkpoint(f"{path}/critic")
+        state = checkpointing.load_trainer_state(path)
+        self.global_steps = int(state["global_step"])
+        self.train_stream.load_state_dict(state["dataloader"])
+        self.train_scores = list(state.get("train_scores", []))
+        if "kl_coef" in state:
+            self.kl_ctrl_in_reward.value = state["kl_coef"]
+        return self.global_steps
+
+    # ------------------------------------------------------------------ the loop
+
+    def fit(self) -> None:
+        """Validate (optionally), then train ``total_training_steps`` steps with periodic validation and saving."""
+        trainer = self.config.trainer
+        logger = Tracking(trainer.project_name, trainer.experiment_name, trainer.logger, config=self.config)
+        self._load_checkpoint()
+        if self.global_steps == 0 and trainer.val_before_train and self.val_reward_fn is not None:
+            logger.log(self._validate(), step=0)
+            if getattr(trainer, "val_only", False):
+                return
+
+        progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
+        batches = iter(self.train_stream)
+        save_freq, test_freq = int(trainer.save_freq), int(trainer.test_freq)
+        while self.global_steps < self.total_training_steps:
+            self.global_steps += 1
+            try:
+                metrics = self.train_step(batches)
+            except StopIteration:
+                break
+            self.train_scores.append(metrics["critic/score/mean"])
+            is_last = self.global_steps >= self.total_training_steps
+            if self.val_reward_fn is not None and test_freq > 0 and (is_last or self.global_steps % test_freq == 0):
+                metrics.update(self._validate())
+            if save_freq > 0 and (is_last or self.global_steps % save_freq == 0):
+                self._save_checkpoint()
+            metrics["training/global_step"] = self.global_steps
+            metrics["training/epoch"] = self.train_stream.epoch
+            logger.log(metrics, step=self.global_steps)
+            progress.update(1)
+        progress.close()
+        print(reward_trend_summary(self.train_scores), flush=True)
+        logger.finish()

@@ -1,0 +1,94 @@
+"""Validation: generate ``rollout.val_kwargs.n`` responses per validation prompt, score them and summarise.
+
+Logged as ``val-core/{data_source}/reward/mean@N`` (plus best@k / maj@k with bootstrap when N > 1, see
+``metric_utils.process_validation_metrics``) and ``val-aux/...`` for the remaining statistics.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.trainer.ppo.metric_utils import process_validation_metrics, validation_metrics_to_log
+from verl.trainer.ppo.reward import compute_reward
+
+__all__ = ["run_validation", "split_generation_inputs"]
+
+GENERATION_TENSOR_KEYS = ("input_ids", "attention_mask", "position_ids")
+REWARD_NON_TENSOR_KEYS = ("data_source", "reward_model", "extra_info", "uid")
+
+
+def split_generation_inputs(batch: DataProto) -> DataProto:
+    """Pop what the rollout consumes (prompt tensors and prompt-side non-tensors) out of ``batch``.
+
+    The reward-side non-tensors (``data_source``, ``reward_model``, ``extra_info``, ``uid``) stay in ``batch``
+    and the rollout's output is unioned back into it.
+    """
+    non_tensor_keys = [key for key in batch.non_tensor_batch if key not in REWARD_NON_TENSOR_KEYS]
+    tensor_keys = [key for key in GENERATION_TENSOR_KEYS if key in batch.batch.keys()]
+    return batch.pop(batch_keys=tensor_keys, non_tensor_batch_keys=non_tensor_keys)
+
+
+def _generation_meta(rollout_config: Any, tokenizer) -> dict[str, Any]:
+    val_kwargs = rollout_config.val_kwargs
+    return {
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "recompute_log_prob": False,
+        "do_sample": bool(val_kwargs.do_sample),
+        "temperature": float(val_kwargs.temperature),
+        "top_p": float(getattr(val_kwargs, "top_p", 1.0)),
+        "top_k": int(getattr(val_kwargs, "top_k", -1)),
+        "validate": True,
+        "n": 1,
+    }
+
+
+def run_validation(
+    val_dataloader,
+    actor_rollout_wg,
+    val_reward_fn,
+    tokenizer,
+    rollout_config: Any,
+    num_generations_to_print: int = 0,
+) -> dict[str, float]:
+    """Generate, score and summarise the whole validation set; returns the flattened metric dict."""
+    n = int(rollout_config.val_kwargs.n)
+    sample_inputs: list[str] = []
+    data_sources: list[str] = []
+    extra_infos: dict[str, list[Any]] = defaultdict(list)
+    printed: list[tuple[str, str, float]] = []
+
+    for batch_dict in val_dataloader:
+        batch = DataProto.from_single_dict(batch_dict)
+        batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch))], dtype=object)
+        batch = batch.repeat(repeat_times=n, interleave=True)
+        prompts_text = tokenizer.batch_decode(batch.batch["input_ids"], skip_special_tokens=True)
+
+        gen_batch = split_generation_inputs(batch)
+        gen_batch.meta_info = _generation_meta(rollout_config, tokenizer)
+        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, actor_rollout_wg.world_size)
+        output = unpad_dataproto(actor_rollout_wg.generate_sequences(gen_batch), pad_size)
+        batch = batch.union(output)
+
+        scores, extra = compute_reward(batch, val_reward_fn)
+        sequence_scores = scores.sum(-1).tolist()
+        extra_infos["reward"].extend(sequence_scores)
+        for key, values in extra.items():
+            if len(values) == len(sequence_scores):
+                extra_infos[key].extend(values)
+        sample_inputs.extend(prompts_text)
+        data_sources.extend(batch.non_tensor_batch.get("data_source", np.array(["unknown"] * len(batch))).tolist())
+        if len(printed) < num_generations_to_print:
+            responses_text = tokenizer.batch_decode(batch.batch["responses"], skip_special_tokens=True)
+            printed.extend(zip(prompts_text, responses_text, sequence_scores))
+
+    for prompt, response, score in printed[:num_generations_to_print]:
+        print(f"[validation] score={score:.3f}\n  prompt: {prompt!r}\n  response: {response!r}")
+
+    infos = {key: values for key, values in extra_infos.items() if len(values) == len(sample_inputs)}
+    return validation_metrics_to_log(process_validation_metrics(data_sources, sample_inputs, infos))
