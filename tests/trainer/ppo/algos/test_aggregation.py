@@ -81,3 +81,13 @@ def test_loss_unchanged_by_padding(extra, seed, mode):
     assert agg_loss(padded_loss, padded_mask, mode, **kwargs).item() == pytest.approx(
         agg_loss(loss, batch.torch_mask, mode, **kwargs).item(), rel=1e-12, abs=1e-12
     )
+
+
+@pytest.mark.parametrize("mode", AGG_MODES)
+def test_bf16_losses_are_reduced_in_float32(mode):
+    """A bf16 sum of 15000 ones is 14976; the global token count must not be rounded the same way."""
+    loss = torch.ones(3, 5000, dtype=torch.bfloat16)
+    mask = torch.ones(3, 5000, dtype=torch.bfloat16)
+    value = agg_loss(loss, mask, mode, global_num_tokens=15001, global_num_seqs=3)
+    expected = {"token-mean": 15000 / 15001, "seq-mean-token-sum": 5000.0}.get(mode, 1.0)
+    assert value.dtype == torch.float32 and value.item() == pytest.approx(expected, rel=1e-6)

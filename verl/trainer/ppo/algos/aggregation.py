@@ -72,11 +72,13 @@ def agg_loss(
 ) -> torch.Tensor:
     """Aggregate ``loss_mat (bs, T)`` under ``loss_mask (bs, T)`` into a scalar (see the module docstring).
 
-    An all-zero mask gives 0 (never NaN).
+    An all-zero mask gives 0 (never NaN). Low-precision inputs are reduced (and returned) in float32.
     """
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"Unknown loss_agg_mode {loss_agg_mode!r}; choose one of {sorted(LOSS_AGG_MODES)}")
     if loss_mat.shape != loss_mask.shape:
         raise ValueError(f"loss_mat {tuple(loss_mat.shape)} and loss_mask {tuple(loss_mask.shape)} must match")
+    # Sums and counts of a large batch are not representable in bf16/fp16: reduce in at least float32.
+    loss_mat = loss_mat.to(torch.promote_types(loss_mat.dtype, torch.float32))
     mask = loss_mask.to(loss_mat.dtype)
     return LOSS_AGG_MODES[loss_agg_mode](loss_mat, mask, global_num_tokens, global_num_seqs, loss_scale_factor)

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.trainer.ppo.algos.policy_loss.test_vanilla import random_policy_inputs
 from tests.trainer.ppo.algos.reference import AGG_MODES, actor_config, aggregate
@@ -69,3 +71,31 @@ def test_cispo_keeps_gradient_of_clipped_tokens():
     loss.backward()
     assert log_prob.grad.item() == pytest.approx(-1.28 * 2.0)
     assert metrics["pg_clipfrac"] == 1.0
+
+
+BUILTIN_LOSSES = ["vanilla", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "cispo"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(BUILTIN_LOSSES),
+    mode=st.sampled_from(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]),
+    extra=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+)
+def test_every_loss_is_unchanged_by_padding(name, mode, extra, seed):
+    batch, old, new, adv = random_policy_inputs(seed=seed)
+    config = actor_config(clip_cov_lb=-10.0, clip_cov_ub=10.0)
+    garbage = np.random.default_rng(seed).normal(size=(adv.shape[0], extra))
+
+    def padded(x):
+        return torch.tensor(np.concatenate([x, garbage], axis=1))
+
+    padded_mask = torch.tensor(np.concatenate([batch.mask, np.zeros_like(garbage)], axis=1))
+    torch.manual_seed(0)
+    plain, _ = get_policy_loss_fn(name)(
+        torch.tensor(old), torch.tensor(new), torch.tensor(adv), batch.torch_mask, mode, config
+    )
+    torch.manual_seed(0)
+    with_padding, _ = get_policy_loss_fn(name)(padded(old), padded(new), padded(adv), padded_mask, mode, config)
+    assert with_padding.item() == pytest.approx(plain.item(), rel=1e-9, abs=1e-12)
