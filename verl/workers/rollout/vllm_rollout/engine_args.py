@@ -7,7 +7,6 @@ groups are consecutive ranks of the torch.distributed world and the remaining di
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 from typing import Any
@@ -15,8 +14,6 @@ from typing import Any
 import psutil
 import torch
 import torch.distributed as dist
-
-logger = logging.getLogger(__name__)
 
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -41,21 +38,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def ensure_process_group() -> None:
-    """Make a torch.distributed world exist for the external launcher.
+def ensure_process_group() -> bool:
+    """Make a torch.distributed world exist for the external launcher; True if this call created it.
 
     Workers started by the single controller (or torchrun) already have one. A standalone process (a script or a
-    test) gets a 1-rank gloo world on a free local port; vLLM reads ``RANK`` and ``LOCAL_RANK`` from the env.
+    test) gets a 1-rank world (gloo on CPU) on a free local port; vLLM reads ``RANK`` and ``LOCAL_RANK`` from the env.
     """
     if dist.is_initialized():
         os.environ.setdefault("RANK", str(dist.get_rank()))
-        os.environ.setdefault("LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"))
+        os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
-        return
+        return False
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
     dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return True
 
 
 def kv_cache_bytes_per_token(hf_config: Any, dtype: str) -> int:

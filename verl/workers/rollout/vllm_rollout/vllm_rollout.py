@@ -7,7 +7,7 @@ the engine starts from random weights and the first ``with manager:`` syncs the 
 
 from __future__ import annotations
 
-import logging
+import gc
 import os
 from typing import Any
 
@@ -19,8 +19,6 @@ from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
 from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
-
-logger = logging.getLogger(__name__)
 
 
 def _model_path(model_config: Any) -> str:
@@ -44,7 +42,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         model_path = _model_path(model_config)
         trust_remote_code = bool(getattr(model_config, "trust_remote_code", False))
         self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
-        ensure_process_group()
+        self._owns_process_group = ensure_process_group()
         self.llm_kwargs = build_llm_kwargs(config, model_path, self.hf_config, trust_remote_code)
         self.max_model_len = self.llm_kwargs["max_model_len"]
         self.inference_engine = LLM(**self.llm_kwargs)
@@ -53,6 +51,23 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         self.vocab_size = min(vocab, len(tokenizer)) if tokenizer is not None else vocab
         generation_config = self.inference_engine.llm_engine.model_config.try_get_generation_config()
         self.generation_eos = generation_config.get("eos_token_id") if generation_config else None
+
+    def shutdown(self) -> None:
+        """Stop the engine and free its memory; tear down vLLM's process groups (and the torch.distributed world
+        when this rollout created it), so a later engine can start in the same process."""
+        from vllm.distributed import parallel_state
+
+        engine, self.inference_engine = self.inference_engine, None
+        if engine is None:
+            return
+        engine.llm_engine.engine_core.shutdown()
+        del engine
+        gc.collect()
+        parallel_state.destroy_model_parallel()
+        if self._owns_process_group:
+            parallel_state.destroy_distributed_environment()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def make_sharding_manager(self, actor_module: Any):
         from verl.workers.sharding_manager.fsdp_vllm import FSDPVLLMShardingManager

@@ -1,0 +1,33 @@
+"""Rollout registry: built-in names resolve lazily, unknown names list the registered ones."""
+
+import pytest
+
+from verl.workers.rollout import BaseRollout, get_rollout_class, register_rollout
+from verl.workers.rollout.registry import ROLLOUT_REGISTRY
+
+
+def test_hf_resolves_to_hf_rollout():
+    cls = get_rollout_class("hf")
+    assert cls.__name__ == "HFRollout" and issubclass(cls, BaseRollout)
+
+
+def test_unknown_name_lists_registered():
+    with pytest.raises(ValueError, match=r"unknown rollout name 'sglang'.*'hf'.*'vllm'"):
+        get_rollout_class("sglang")
+
+
+def test_register_custom_and_reject_duplicates():
+    @register_rollout("test-echo")
+    class Echo(BaseRollout):
+        def generate_sequences(self, prompts):
+            return prompts
+
+        def make_sharding_manager(self, actor_module):
+            return None
+
+    try:
+        assert get_rollout_class("test-echo") is Echo
+        with pytest.raises(ValueError, match="already registered"):
+            register_rollout("test-echo")(type("Other", (Echo,), {}))
+    finally:
+        ROLLOUT_REGISTRY.pop("test-echo")
