@@ -20,7 +20,7 @@ def reference(name, logp, ref):
     if name in ("mse", "k2"):
         return 0.5 * delta**2
     if name in ("low_var_kl", "k3"):
-        return np.clip(np.exp(-delta) - 1 + delta, -10, 10)
+        return np.clip(np.exp(-delta) - 1 + delta, 0, 10)
     raise ValueError(name)
 
 

@@ -7,7 +7,7 @@ With ``delta = log_prob - ref_log_prob`` (samples drawn from the policy), follow
 * ``abs``:                  ``|delta|``
 * ``mse`` / ``k2``:         ``delta**2 / 2``                 (low variance, biased)
 * ``low_var_kl`` / ``k3``:  ``exp(-delta) - 1 + delta``      (unbiased, never negative; ``delta`` clamped to
-  [-20, 20] and the result to [-10, 10] for numerical safety, as in verl)
+  [-20, 20] and the result to [0, 10] for numerical safety)
 
 A name ending in ``+`` (e.g. ``k3+``) returns the value of the named estimator with the gradient of
 ``k2`` (straight-through), which is the unbiased gradient of KL when used as a loss (verl PR #2953).
@@ -34,8 +34,10 @@ def _k2(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
 
 def _k3(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
     log_ratio_ref_over_policy = torch.clamp(ref_log_prob - log_prob, min=-20.0, max=20.0)
-    k3 = torch.exp(log_ratio_ref_over_policy) - log_ratio_ref_over_policy - 1
-    return torch.clamp(k3, min=-10.0, max=10.0)
+    # expm1 avoids the cancellation of exp(x) - 1 near x = 0; the clamp at 0 removes the float round-off
+    # that can still leave a tiny negative value (k3 >= 0 exactly).
+    k3 = torch.expm1(log_ratio_ref_over_policy) - log_ratio_ref_over_policy
+    return torch.clamp(k3, min=0.0, max=10.0)
 
 
 KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {

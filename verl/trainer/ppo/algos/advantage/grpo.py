@@ -10,6 +10,7 @@ from ..registry import AdvantageEstimator, register_adv_est
 
 
 @register_adv_est(AdvantageEstimator.GRPO)
+@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED)  # verl's name for its vectorised GRPO; this one already is
 def compute_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

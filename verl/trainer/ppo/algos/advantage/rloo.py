@@ -10,6 +10,7 @@ from ..registry import AdvantageEstimator, register_adv_est
 
 
 @register_adv_est(AdvantageEstimator.RLOO)
+@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED)  # verl's name for its vectorised RLOO; this one already is
 def compute_rloo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
