@@ -99,3 +99,13 @@ def test_every_loss_is_unchanged_by_padding(name, mode, extra, seed):
     torch.manual_seed(0)
     with_padding, _ = get_policy_loss_fn(name)(padded(old), padded(new), padded(adv), padded_mask, mode, config)
     assert with_padding.item() == pytest.approx(plain.item(), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", BUILTIN_LOSSES)
+def test_every_loss_is_finite_on_an_empty_mask(name):
+    batch, old, new, adv = random_policy_inputs(seed=41)
+    loss, metrics = get_policy_loss_fn(name)(
+        torch.tensor(old), torch.tensor(new), torch.tensor(adv), torch.zeros(adv.shape), "token-mean", actor_config()
+    )
+    assert loss.item() == 0.0
+    assert all(np.isfinite(v) for v in metrics.values())
