@@ -54,6 +54,10 @@ class DataConfig(BaseConfig):
     train_batch_size: int = bounded_field(8, gt=0)
     """Prompts per training step (each is sampled ``rollout.n`` times)."""
 
+    gen_batch_size: int | None = bounded_field(None, gt=0)
+    """Prompts per generation batch when ``algorithm.filter_groups`` refills the batch (DAPO); null uses
+    ``train_batch_size``."""
+
     val_batch_size: int | None = bounded_field(None, gt=0)
     """Prompts per validation generation call; null sends the whole validation set at once."""
 

@@ -17,8 +17,44 @@ SCHEMA_NAME = "ppo_trainer_schema"
 
 
 def register_schemas() -> None:
-    """Store the defaults of :class:`~verl.trainer.config.root.PPOConfig` as ``ppo_trainer_schema``."""
+    """Store the defaults of :class:`~verl.trainer.config.root.PPOConfig` as ``ppo_trainer_schema`` (once)."""
     from verl.trainer.config.root import PPOConfig
 
+    if ConfigStore.instance().repo.get(f"{SCHEMA_NAME}.yaml") is not None:
+        return
     node = OmegaConf.to_container(OmegaConf.structured(PPOConfig))
     ConfigStore.instance().store(name=SCHEMA_NAME, node=node, provider="verl")
+    _register_offline_schemas()
+
+
+def _register_offline_schemas() -> None:
+    """``sft_trainer_schema``, ``generation_schema`` and ``evaluation_schema``: roots of ``sft_trainer.yaml``,
+    ``generation.yaml`` and ``evaluation.yaml``."""
+    from verl.trainer.config.generation import EvaluationConfig, GenerationConfig
+    from verl.trainer.config.sft import SFTConfig
+
+    for name, cls in (
+        ("sft_trainer_schema", SFTConfig),
+        ("generation_schema", GenerationConfig),
+        ("evaluation_schema", EvaluationConfig),
+    ):
+        ConfigStore.instance().store(name=name, node=OmegaConf.to_container(OmegaConf.structured(cls)), provider="verl")
+
+
+ROOT_SCHEMA_CLASSES = {
+    SCHEMA_NAME: "verl.trainer.config.root:PPOConfig",
+    "sft_trainer_schema": "verl.trainer.config.sft:SFTConfig",
+    "generation_schema": "verl.trainer.config.generation:GenerationConfig",
+    "evaluation_schema": "verl.trainer.config.generation:EvaluationConfig",
+}
+"""Schema node name -> ``module:Class`` of the dataclass it was built from (for validating root YAMLs)."""
+
+
+def schema_class(name: str) -> type:
+    """The dataclass behind the ConfigStore schema ``name`` (e.g. ``ppo_trainer_schema`` -> ``PPOConfig``)."""
+    import importlib
+
+    if name not in ROOT_SCHEMA_CLASSES:
+        raise KeyError(f"unknown schema {name!r}; known: {sorted(ROOT_SCHEMA_CLASSES)}")
+    module, _, cls = ROOT_SCHEMA_CLASSES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)

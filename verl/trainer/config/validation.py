@@ -6,6 +6,7 @@ registries (to list registered names). Every problem found is reported at once, 
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from typing import Any
 
@@ -154,10 +155,43 @@ def _resolve(cfg: DictConfig) -> dict:
         ) from None
 
 
-def to_typed(container: dict, cls: type) -> Any:
-    """Build the dataclass tree from a checked container (missing keys take the dataclass defaults)."""
-    merged = OmegaConf.merge(OmegaConf.structured(cls), container)
-    return OmegaConf.to_object(merged)
+def to_typed(container: dict, cls: type, base: Any = None) -> Any:
+    """Build the dataclass tree from a type-checked container.
+
+    Missing keys keep the values of ``base`` (default: ``cls()``), so a partial mapping for a nested
+    config such as ``val_kwargs`` starts from that field's own defaults.
+    """
+    base = cls() if base is None else base
+    updates = {}
+    for key, (inner, _, _) in field_specs(cls).items():
+        if key not in container:
+            continue
+        value = container[key]
+        if is_config_class(inner) and isinstance(value, dict):
+            value = to_typed(value, inner, getattr(base, key))
+        updates[key] = value
+    return dataclasses.replace(base, **updates)
+
+
+def check_typed(cfg: DictConfig | dict, cls: type) -> Any:
+    """Check a composed config against the dataclass ``cls`` and return the typed object.
+
+    Raises :class:`ConfigError` listing every unknown key (with the nearest valid key), wrong type, and
+    disallowed or out-of-range value (with the allowed values). Usable for any root config class.
+    """
+    if isinstance(cfg, dict):
+        cfg = OmegaConf.create(cfg)
+    if not isinstance(cfg, DictConfig):
+        raise TypeError(f"expected a DictConfig, dict or {cls.__name__}, got {type(cfg).__name__}")
+    errors: list[str] = []
+    _unknown_key_errors(cfg, cls, "", cls, errors)
+    if errors:
+        raise ConfigError(errors)
+    container = _strip_ignored(_resolve(cfg))
+    checked = _check_types(container, cls, "", errors)
+    if errors:
+        raise ConfigError(errors)
+    return to_typed(checked, cls)
 
 
 def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: bool = True) -> PPOConfig:
@@ -170,22 +204,7 @@ def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: boo
     """
     from verl.trainer.config.checks import cross_field_errors, registry_errors
 
-    if isinstance(cfg, PPOConfig):
-        typed = cfg
-    else:
-        if isinstance(cfg, dict):
-            cfg = OmegaConf.create(cfg)
-        if not isinstance(cfg, DictConfig):
-            raise TypeError(f"validate_config expects a DictConfig, dict or PPOConfig, got {type(cfg).__name__}")
-        errors: list[str] = []
-        _unknown_key_errors(cfg, PPOConfig, "", PPOConfig, errors)
-        if errors:
-            raise ConfigError(errors)
-        container = _strip_ignored(_resolve(cfg))
-        checked = _check_types(container, PPOConfig, "", errors)
-        if errors:
-            raise ConfigError(errors)
-        typed = to_typed(checked, PPOConfig)
+    typed = cfg if isinstance(cfg, PPOConfig) else check_typed(cfg, PPOConfig)
     errors = cross_field_errors(typed)
     if check_registries:
         errors += registry_errors(typed)
@@ -194,4 +213,4 @@ def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: boo
     return typed
 
 
-__all__ = ["ConfigError", "to_typed", "validate_config"]
+__all__ = ["ConfigError", "check_typed", "to_typed", "validate_config"]

@@ -64,6 +64,12 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
     kl_loss_type: str = "low_var_kl"
     """KL estimator of the KL loss: one of ``KL_LOSS_TYPES``, optionally with a trailing ``+``."""
 
+    tau_pos: float = bounded_field(1.0, gt=0.0)
+    """SAPO: temperature of the soft gate for tokens with positive advantage."""
+
+    tau_neg: float = bounded_field(1.05, gt=0.0)
+    """SAPO: temperature of the soft gate for tokens with negative advantage."""
+
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     """Policy loss selection."""
 

@@ -74,7 +74,7 @@ class PPOUpdateConfig(EngineRoleConfig):
     ppo_mini_batch_size: int = bounded_field(8, gt=0)
     """Prompts per optimizer step (multiplied by ``rollout.n`` to count sequences)."""
 
-    ppo_micro_batch_size_per_gpu: int | None = bounded_field(4, gt=0)
+    ppo_micro_batch_size_per_gpu: int | None = bounded_field(1, gt=0)
     """Sequences per forward/backward pass on one worker (gradient accumulation splits a mini-batch)."""
 
     use_dynamic_bsz: bool = False
@@ -88,6 +88,9 @@ class PPOUpdateConfig(EngineRoleConfig):
 
     shuffle: bool = False
     """Shuffle sequences before splitting the batch into mini-batches."""
+
+    data_loader_seed: int = 1
+    """Seed of the mini-batch shuffle (offset by the epoch)."""
 
     grad_clip: float = bounded_field(1.0, gt=0.0)
     """Maximum global gradient norm."""

@@ -96,7 +96,7 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     calculate_log_probs: bool = False
     """Return the engine's log-probs of sampled tokens as ``rollout_log_probs`` (for rollout correction)."""
 
-    engine_kwargs: dict[str, Any] = field(default_factory=lambda: {"vllm": {}})
+    engine_kwargs: dict[str, Any] = field(default_factory=lambda: {"vllm": {}, "hf": {}})
     """Extra keyword arguments per backend, e.g. ``{vllm: {swap_space: 4}}``."""
 
     val_kwargs: SamplingConfig = field(
