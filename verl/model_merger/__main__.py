@@ -15,7 +15,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--backend", required=True, choices=sorted(MERGER_BACKENDS), help="checkpoint format")
     merge.add_argument("--local_dir", required=True, help="checkpoint folder, e.g. .../global_step_N/actor")
     merge.add_argument("--target_dir", required=True, help="output folder for the Hugging Face model")
-    merge.add_argument("--hf_model_path", default=None, help="HF folder for config/tokenizer (default: <local_dir>/huggingface)")
+    merge.add_argument(
+        "--hf_model_path", default=None, help="HF folder for config/tokenizer (default: <local_dir>/huggingface)"
+    )
     merge.add_argument("--trust-remote-code", dest="trust_remote_code", action="store_true")
     merge.add_argument("--tie-word-embedding", dest="tie_word_embedding", action="store_true")
     return parser

@@ -66,9 +66,15 @@ def save_hf_model(
     model.to_empty(device="cpu")
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
-    missing = [k for k in missing if k not in tied and not (getattr(config, "tie_word_embeddings", False) and k == "lm_head.weight")]
+    missing = [
+        k
+        for k in missing
+        if k not in tied and not (getattr(config, "tie_word_embeddings", False) and k == "lm_head.weight")
+    ]
     if missing or unexpected:
-        raise RuntimeError(f"checkpoint does not match {architectures}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise RuntimeError(
+            f"checkpoint does not match {architectures}: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
     os.makedirs(target_dir, exist_ok=True)

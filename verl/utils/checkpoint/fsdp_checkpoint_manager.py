@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 
 import numpy as np
@@ -31,6 +32,7 @@ from verl.workers.engine.fsdp.weights import is_peft_model, lora_scaling
 MODEL_OPTIM_DIR = "model_optim"
 HF_DIR = "huggingface"
 META_FILE = "fsdp_config.json"
+STEP_DIR = re.compile(r"global_step_(\d+)")
 
 
 def _rank() -> int:
@@ -54,6 +56,21 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+def _sibling_step_folders(local_path: str) -> list[str]:
+    """``[.../global_step_K/<role>]`` that exist next to ``local_path`` (same role), oldest first; empty when
+    ``local_path`` is not inside a ``global_step_N`` folder."""
+    step_dir, role = os.path.split(local_path)
+    root, step_name = os.path.split(step_dir)
+    if not STEP_DIR.fullmatch(step_name):
+        return []
+    found = []
+    for name in os.listdir(root):
+        match = STEP_DIR.fullmatch(name)
+        if match and os.path.isdir(os.path.join(root, name, role)):
+            found.append((int(match.group(1)), os.path.join(root, name, role)))
+    return [path for _, path in sorted(found)]
 
 
 class FSDPCheckpointManager:
@@ -121,15 +138,20 @@ class FSDPCheckpointManager:
             json.dump(meta, handle, indent=2)
 
     def _rotate(self, local_path: str, max_ckpt_to_keep: int | None) -> None:
+        """Remove this role's folders beyond the newest ``max_ckpt_to_keep``. Under a ``global_step_N/<role>``
+        layout the older steps are found on disk (so rotation survives restarts); otherwise only the folders
+        saved by this manager are considered."""
         if local_path in self.previous_saved_paths:
             self.previous_saved_paths.remove(local_path)
         self.previous_saved_paths.append(local_path)
         if not max_ckpt_to_keep or max_ckpt_to_keep <= 0:
             return
-        while len(self.previous_saved_paths) > max_ckpt_to_keep:
-            old = self.previous_saved_paths.pop(0)
-            if _rank() == 0:
+        saved = _sibling_step_folders(local_path) or list(self.previous_saved_paths)
+        stale = saved[:-max_ckpt_to_keep]
+        if _rank() == 0:
+            for old in stale:
                 shutil.rmtree(old, ignore_errors=True)
+        self.previous_saved_paths = [p for p in self.previous_saved_paths if p not in stale]
         if dist.is_initialized():
             dist.barrier()
 
@@ -148,9 +170,7 @@ class FSDPCheckpointManager:
         if self.optimizer is None:
             set_state_dict(self.model, [], model_state_dict=state["model"], optim_state_dict={})
         else:
-            set_state_dict(
-                self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
-            )
+            set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         extra_path = os.path.join(local_path, f"extra_state_rank_{_rank()}.pt")
         if os.path.exists(extra_path):
             extra = torch.load(extra_path, weights_only=False)

@@ -83,3 +83,34 @@ def reference_log_probs(model, batch: dict[str, torch.Tensor], temperature: floa
         out[row, :n_resp] = log_probs[len(ids) - 1 - n_resp :]
     assert out.shape[1] == response_length
     return out
+
+
+def build_actor(model_path: str, world: int, batch_size: int, lora_rank: int = 0, **actor_overrides):
+    """An FSDP engine + DataParallelPPOActor for tests (token-mean PPO, AdamW with warmup)."""
+    from verl.workers.actor import DataParallelPPOActor
+    from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
+    from verl.workers.engine.fsdp.engine import FSDPEngine
+
+    optim = OptimConfig(lr=1e-3, lr_warmup_steps=2, total_training_steps=10, lr_scheduler_type="cosine")
+    fields = dict(ppo_mini_batch_size=batch_size // world, ppo_micro_batch_size_per_gpu=2, optim=optim)
+    config = FSDPActorConfig(**(fields | actor_overrides))
+    model_config = HFModelConfig(path=model_path, use_remove_padding=True, lora_rank=lora_rank, lora_alpha=16)
+    engine = FSDPEngine(model_config, FSDPEngineConfig(), optim, role="actor").initialize()
+    return engine, DataParallelPPOActor(config, engine.module, engine.optimizer, use_remove_padding=True)
+
+
+def update_batch(seed: int, batch_size: int = 8) -> dict[str, torch.Tensor]:
+    """A rollout batch with random old log-probs and advantages (enough for a PPO step)."""
+    batch = rollout_batch(batch_size=batch_size, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 100)
+    mask = batch["response_mask"].float()
+    batch["old_log_probs"] = (-7.0 + 0.3 * torch.randn(mask.shape, generator=gen)) * mask
+    batch["advantages"] = torch.randn(mask.shape, generator=gen) * mask
+    return batch
+
+
+def rank_share(batch: dict[str, torch.Tensor], rank: int, world: int, meta_info: dict | None = None):
+    """This rank's contiguous chunk of ``batch`` as a DataProto."""
+    from verl.protocol import DataProto
+
+    return DataProto.from_dict(tensors=batch, meta_info=meta_info or {"temperature": 1.0}).chunk(world)[rank]

@@ -136,12 +136,20 @@ class FSDPEngine:
 
     def clip_and_step(self) -> float:
         """Clip to ``optim.clip_grad`` and step (skipped on a non-finite norm); returns the pre-clip norm."""
-        if self.settings.optimizer_offload:
-            sharding.load_optimizer(self.optimizer, current_device())
+        self.load_optimizer()
         grad_norm = clip_grad_norm_and_step(self.module, self.optimizer, self.optim_settings.clip_grad)
-        if self.settings.optimizer_offload:
-            sharding.offload_optimizer(self.optimizer)
+        self.offload_optimizer()
         return grad_norm
+
+    def offload_optimizer(self) -> None:
+        """Move optimizer state to the CPU when ``optimizer_offload`` is set (between updates)."""
+        if self.settings.optimizer_offload and self.optimizer is not None:
+            sharding.offload_optimizer(self.optimizer)
+
+    def load_optimizer(self) -> None:
+        """Bring optimizer state back to the compute device before an update (``optimizer_offload``)."""
+        if self.settings.optimizer_offload and self.optimizer is not None:
+            sharding.load_optimizer(self.optimizer, current_device())
 
     def lr_scheduler_step(self) -> float:
         """Advance the schedule one training step; returns the lr that was used for this step."""

@@ -1,0 +1,56 @@
+"""Small helpers the worker roles share: per-rank batch sizes, config copies, step timing and memory."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import resource
+import time
+from contextlib import contextmanager
+
+import torch
+
+
+def with_fields(config, **updates):
+    """A copy of ``config`` (typed dataclass or DictConfig) with ``updates`` applied; the original is untouched."""
+    if dataclasses.is_dataclass(config):
+        clone = copy.copy(config)
+        for key, value in updates.items():
+            setattr(clone, key, value)
+        return clone
+    from omegaconf import OmegaConf, open_dict
+
+    clone = copy.deepcopy(config)
+    with open_dict(clone):
+        for key, value in updates.items():
+            OmegaConf.update(clone, key, value)
+    return clone
+
+
+def per_rank_mini_batch_size(config, rollout_n: int, dp_size: int, key: str) -> int:
+    """verl's normalisation: ``ppo_mini_batch_size`` counts prompts over all ranks; a rank updates on
+    ``ppo_mini_batch_size * rollout_n / dp_size`` sequences per optimizer step."""
+    sequences = int(config.ppo_mini_batch_size) * int(rollout_n)
+    if sequences % dp_size:
+        raise ValueError(
+            f"{key}.ppo_mini_batch_size * rollout.n = {sequences} sequences is not divisible by the "
+            f"data-parallel size {dp_size}"
+        )
+    return sequences // dp_size
+
+
+def max_memory_allocated_gb() -> float:
+    """Peak accelerator memory of this process in GB; on CPU the peak resident set size."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 1e9
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+@contextmanager
+def timed(out: dict, key: str):
+    """Store the wall time of the block in ``out[key]`` (seconds)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        out[key] = time.perf_counter() - start

@@ -1,0 +1,129 @@
+"""The policy-side roles a worker composes: the trained actor and the frozen reference policy.
+
+Each role owns its engine and is usable alone; ``ActorRolloutRefWorker`` only holds them together.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+
+import torch
+
+from verl.protocol import DataProto
+from verl.utils.checkpoint import FSDPCheckpointManager
+from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
+from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.engine.fsdp.engine import FSDPEngine
+
+
+def log_prob_meta(config, temperature: float) -> dict:
+    """``meta_info`` for ``compute_log_prob`` from a config with verl's ``log_prob_*`` keys."""
+    return {
+        "micro_batch_size": config.log_prob_micro_batch_size_per_gpu,
+        "use_dynamic_bsz": bool(config.log_prob_use_dynamic_bsz),
+        "max_token_len": config.log_prob_max_token_len_per_gpu,
+        "temperature": temperature,
+    }
+
+
+class ActorRole:
+    """The trained policy: FSDP engine + ``DataParallelPPOActor`` + checkpoints + MFU accounting."""
+
+    def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
+        self.engine = FSDPEngine(
+            model_config,
+            actor_config.fsdp_config,
+            actor_config.optim,
+            role="actor",
+            use_torch_compile=bool(getattr(actor_config, "use_torch_compile", False)),
+        ).initialize()
+        mini = per_rank_mini_batch_size(actor_config, rollout_n, self.engine.dp_size, "actor_rollout_ref.actor")
+        self.config = with_fields(actor_config, ppo_mini_batch_size=mini)
+        self.actor = DataParallelPPOActor(
+            self.config,
+            self.engine.forward_module,
+            self.engine.optimizer,
+            use_remove_padding=bool(model_config.use_remove_padding),
+        )
+        self.checkpoint_manager = FSDPCheckpointManager(
+            self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, tokenizer, actor_config.checkpoint
+        )
+        hf_config = self.engine.hf_config()
+        self.flops_counter = FlopsCounter(hf_config) if hf_config.model_type in DENSE_MODEL_TYPES else None
+        self.engine.offload_optimizer()
+
+    @property
+    def module(self):
+        return self.engine.module
+
+    def compute_log_prob(self, data: DataProto, meta: dict, calculate_entropy: bool = True):
+        data.meta_info.update(meta)
+        return self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
+
+    def update(self, data: DataProto) -> dict:
+        """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
+        advances the LR schedule by one step."""
+        self.engine.load_optimizer()
+        start = time.perf_counter()
+        metrics = self.actor.update_policy(data)
+        elapsed = time.perf_counter() - start
+        self.engine.offload_optimizer()
+        if self.flops_counter is not None:
+            seqlens = data.meta_info.get("global_token_num")
+            world = self.engine.dp_size
+            if seqlens is None:  # only this rank's share is known
+                seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), 1
+            achieved, peak = self.flops_counter.estimate_flops(seqlens, elapsed)
+            metrics["perf/mfu/actor"] = compute_mfu(achieved * int(self.config.ppo_epochs), peak, world)
+        metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
+        metrics["actor/lr"] = self.engine.lr_scheduler_step()
+        return metrics
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
+        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+
+    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
+        self.engine.load_optimizer()
+        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        self.engine.offload_optimizer()
+
+
+class ReferenceRole:
+    """The frozen reference policy: its own FSDP engine (no optimizer) and log-prob computation."""
+
+    def __init__(self, model_config, ref_config):
+        self.engine = FSDPEngine(
+            with_fields(model_config, lora_rank=0),
+            ref_config.fsdp_config,
+            None,
+            role="ref",
+            use_torch_compile=bool(getattr(ref_config, "use_torch_compile", False)),
+        ).initialize()
+        self.config = ref_config
+        self.actor = DataParallelPPOActor(
+            ref_config, self.engine.forward_module, None, use_remove_padding=bool(model_config.use_remove_padding)
+        )
+
+    def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
+        data.meta_info.update(meta)
+        log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
+        return log_probs
+
+
+class LoraReferenceRole:
+    """With LoRA the reference is the actor's base model: the actor module with its adapters disabled
+    (no second copy of the weights)."""
+
+    def __init__(self, actor_role: ActorRole, ref_config):
+        self.actor_role = actor_role
+        self.config = ref_config
+
+    def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
+        module = self.actor_role.engine.module
+        data.meta_info.update(meta)
+        disable = getattr(module, "disable_adapter", None)
+        with disable() if disable is not None else nullcontext():
+            log_probs, _ = self.actor_role.actor.compute_log_prob(data, calculate_entropy=False)
+        return log_probs

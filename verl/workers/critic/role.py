@@ -1,0 +1,63 @@
+"""The critic role: FSDP value model + ``DataParallelPPOCritic`` + checkpoints (usable alone)."""
+
+from __future__ import annotations
+
+from verl.protocol import DataProto
+from verl.utils.checkpoint import FSDPCheckpointManager
+from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.critic.dp_critic import DataParallelPPOCritic
+from verl.workers.engine.fsdp.engine import FSDPEngine
+
+
+class CriticRole:
+    def __init__(self, critic_config, tokenizer):
+        model_config = critic_config.model
+        self.engine = FSDPEngine(
+            model_config, model_config.fsdp_config, critic_config.optim, role="critic"
+        ).initialize()
+        rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
+        mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
+        self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
+        self.critic = DataParallelPPOCritic(
+            self.config,
+            self.engine.forward_module,
+            self.engine.optimizer,
+            use_remove_padding=bool(model_config.use_remove_padding),
+        )
+        self.checkpoint_manager = FSDPCheckpointManager(
+            self.engine.module,
+            self.engine.optimizer,
+            self.engine.lr_scheduler,
+            tokenizer,
+            critic_config.checkpoint,
+            role="critic",
+        )
+        self.engine.offload_optimizer()
+
+    def forward_meta(self) -> dict:
+        config = self.config
+        return {
+            "micro_batch_size": config.forward_micro_batch_size_per_gpu or config.ppo_micro_batch_size_per_gpu,
+            "use_dynamic_bsz": bool(config.use_dynamic_bsz),
+            "max_token_len": config.forward_max_token_len_per_gpu or config.ppo_max_token_len_per_gpu,
+        }
+
+    def compute_values(self, data: DataProto):
+        data.meta_info.update(self.forward_meta())
+        return self.critic.compute_values(data)
+
+    def update(self, data: DataProto) -> dict:
+        self.engine.load_optimizer()
+        metrics = self.critic.update_critic(data)
+        self.engine.offload_optimizer()
+        metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
+        metrics["critic/lr"] = self.engine.lr_scheduler_step()
+        return metrics
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
+        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+
+    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
+        self.engine.load_optimizer()
+        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        self.engine.offload_optimizer()
