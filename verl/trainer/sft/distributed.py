@@ -1,0 +1,51 @@
+"""Joining (or creating) the torch.distributed world of an offline entry point (SFT, generation)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+
+def resolve_device(device: str) -> str:
+    """``cuda`` or ``cpu`` for a config's ``trainer.device`` (``auto`` picks ``cuda`` when torch sees one)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("trainer.device=cuda but torch sees no CUDA device; use trainer.device=cpu or auto")
+    return device
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_distributed(device: str) -> tuple[int, int]:
+    """Join the world torchrun describes (``RANK``, ``WORLD_SIZE``, ...) or create a 1-rank world on this host.
+
+    The backend is NCCL on ``cuda`` and gloo on ``cpu``. Returns ``(rank, world_size)``.
+    """
+    if not dist.is_initialized():
+        if "RANK" not in os.environ:
+            for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+                os.environ.setdefault(key, value)
+            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        backend = "nccl" if device == "cuda" else "gloo"
+        if device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=backend)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def all_reduce_sum(values: list[float]) -> list[float]:
+    """Element-wise sum of ``values`` over all ranks (float64)."""
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        if dist.get_backend() == "nccl":
+            tensor = tensor.cuda()
+        dist.all_reduce(tensor)
+    return tensor.cpu().tolist()
