@@ -80,3 +80,13 @@ class NodeReporter(Worker):
         value = torch.tensor([float(self.rank**2)], dtype=torch.float64)
         dist.all_reduce(value)
         return float(value.item())
+
+
+@ray.remote
+class FailsToStart(Worker):
+    """Raises in ``__init__`` on one rank."""
+
+    def __init__(self, failing_rank: int) -> None:
+        super().__init__()
+        if self.rank == failing_rank:
+            raise RuntimeError(f"cannot load the model on rank {self.rank}")

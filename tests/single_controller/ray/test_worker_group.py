@@ -10,7 +10,7 @@ import pytest
 import ray
 import torch
 
-from tests.single_controller.ray.light_workers import ActorRole, CriticRole, Sleeper
+from tests.single_controller.ray.light_workers import ActorRole, CriticRole, FailsToStart, Sleeper
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import (
@@ -140,6 +140,13 @@ class DemoWorker(Worker):
         return self.rank
 
 
+def _release(group: RayWorkerGroup, pool: RayResourcePool) -> None:
+    """Stop the group's actors and give the pool's CPUs back for the next test."""
+    for worker in group.workers:
+        ray.kill(worker)
+    pool.remove_placement_groups()
+
+
 def _batch(n: int) -> DataProto:
     return DataProto.from_dict(
         tensors={"x": torch.arange(n, dtype=torch.int64) * 10}, non_tensors={"uid": [f"u{i}" for i in range(n)]}
@@ -245,7 +252,8 @@ def test_colocated_roles_share_one_actor(ray_cluster):
     colocated = create_colocated_worker_cls(
         {"actor": RayClassWithInitArgs(ActorRole, step_size=3), "critic": RayClassWithInitArgs(CriticRole, offset=100)}
     )
-    groups = RayWorkerGroup(pool, colocated).spawn(prefix_set=["actor", "critic"])
+    host = RayWorkerGroup(pool, colocated)
+    groups = host.spawn(prefix_set=["actor", "critic"])
     actor_where, critic_where = groups["actor"].where(), groups["critic"].where()
     assert [w[:2] for w in actor_where] == [("actor", 0), ("actor", 1)]
     assert [w[:2] for w in critic_where] == [("critic", 0), ("critic", 1)]
@@ -254,6 +262,7 @@ def test_colocated_roles_share_one_actor(ray_cluster):
     assert groups["actor"].step() == [3, 3] and groups["actor"].step() == [6, 6]
     assert groups["critic"].value([1, 2]) == [101, 103]
     assert not hasattr(groups["critic"], "step")
+    _release(host, pool)
 
 
 def test_timeout_and_killed_worker_give_clear_errors(ray_cluster):
@@ -275,3 +284,11 @@ def test_timeout_and_killed_worker_give_clear_errors(ray_cluster):
     killer.join()
     assert info.value.rank == 1
     assert "worker rank 1" in str(info.value) and "died while running 'nap'" in str(info.value)
+    _release(group, pool)
+
+
+def test_worker_failing_in_init_names_rank(ray_cluster):
+    pool = RayResourcePool([2], use_gpu=False, max_colocate_count=1, cpus_per_bundle=0.5)
+    with pytest.raises(WorkerError, match=r"(?s)failed to start.*worker rank 1.*cannot load the model on rank 1"):
+        RayWorkerGroup(pool, RayClassWithInitArgs(FailsToStart, failing_rank=1))
+    pool.remove_placement_groups()

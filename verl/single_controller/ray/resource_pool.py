@@ -9,6 +9,7 @@ asks for ``1 / max_colocate_count`` of a bundle.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,15 @@ PLACEMENT_GROUP_TIMEOUT_S = 120.0
 def cluster_has_gpus() -> bool:
     """Whether the connected Ray cluster has any GPU."""
     return ray.cluster_resources().get("GPU", 0) > 0
+
+
+def _unreserved_resources() -> dict[str, float]:
+    """Cluster resources still free, without the per-placement-group bookkeeping entries."""
+    return {
+        key: value
+        for key, value in ray.available_resources().items()
+        if "_group_" not in key and not key.startswith("node:")
+    }
 
 
 class RayResourcePool(ResourcePool):
@@ -72,7 +82,8 @@ class RayResourcePool(ResourcePool):
         self._resolve_use_gpu()
         bundle = self.bundle(device_name)
         lifetime = "detached" if self.detached else None
-        pg_name = name or f"{self.name_prefix}verl_group_{'_'.join(map(str, self._store))}:"
+        # Placement-group names are cluster-wide unique: a random tag keeps pools with equal shapes apart.
+        pg_name = name or f"{self.name_prefix}verl_group_{'_'.join(map(str, self._store))}_{uuid.uuid4().hex[:6]}:"
         pgs = [
             placement_group(
                 bundles=[dict(bundle) for _ in range(process_count)],
@@ -88,8 +99,9 @@ class RayResourcePool(ResourcePool):
                     remove_placement_group(created)
                 raise RuntimeError(
                     f"RayResourcePool {self.name_prefix!r}: could not reserve {self._store[node_index]} bundles of "
-                    f"{bundle} on one node within {PLACEMENT_GROUP_TIMEOUT_S}s (pool {self._store}). Available per "
-                    f"cluster: {ray.available_resources()}; reduce the pool or add nodes (`ray start --address`)."
+                    f"{bundle} on one node within {PLACEMENT_GROUP_TIMEOUT_S}s (pool {self._store}). Unreserved in "
+                    f"the cluster: {_unreserved_resources()}; reduce the pool, release other pools "
+                    "(remove_placement_groups) or add nodes (`ray start --address`)."
                 )
         self.pgs = pgs
         return pgs
