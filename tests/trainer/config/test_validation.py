@@ -62,6 +62,7 @@ def test_disallowed_value_lists_allowed_values():
 def test_out_of_range_value_names_range():
     message = _error(["actor_rollout_ref.rollout.n=0"])
     assert "actor_rollout_ref.rollout.n=0 is out of range; allowed: > 0" in message
+    assert "critic.rollout_n" not in message  # a copy by interpolation is not reported twice
     message = _error(["actor_rollout_ref.rollout.top_p=1.5"])
     assert "actor_rollout_ref.rollout.top_p=1.5 is out of range; allowed: > 0.0 and <= 1.0" in message
 

@@ -9,8 +9,10 @@ worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulatio
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
+from verl.trainer.config.registry_names import static_names
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.trainer import LOGGER_NAMES
 from verl.workers.config.actor import KL_LOSS_TYPES
@@ -248,8 +250,13 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     return errors
 
 
-def _registry_error(module: str, getter: str, registry: str, name: str, key: str) -> str | None:
-    """Look ``name`` up with ``module.getter``; an unknown name gives a message listing the registered ones."""
+def _registry_error(module: str, getter: str, registry: str, name: str, key: str, static: str) -> str | None:
+    """Check ``name`` against a registry: the names its source registers first (no import), then the live
+    registry (``module.getter``), whose error lists the registered names."""
+    if module not in sys.modules:
+        known = static_names(static)
+        if known is not None and name in known:
+            return None
     try:
         mod: Any = importlib.import_module(module)
     except ImportError as exc:
@@ -268,10 +275,11 @@ def registry_errors(cfg: PPOConfig) -> list[str]:
     """Names that the advantage-estimator, policy-loss and reward-manager registries do not know."""
     lookups = (
         ("verl.trainer.ppo.core_algos", "get_adv_estimator_fn", "ADV_ESTIMATOR_REGISTRY",
-         cfg.algorithm.adv_estimator, "algorithm.adv_estimator"),
+         cfg.algorithm.adv_estimator, "algorithm.adv_estimator", "adv_estimator"),
         ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "POLICY_LOSS_REGISTRY",
-         cfg.actor_rollout_ref.actor.policy_loss.loss_mode, "actor_rollout_ref.actor.policy_loss.loss_mode"),
+         cfg.actor_rollout_ref.actor.policy_loss.loss_mode, "actor_rollout_ref.actor.policy_loss.loss_mode",
+         "policy_loss"),
         ("verl.workers.reward_manager", "get_reward_manager_cls", "REWARD_MANAGER_REGISTRY",
-         cfg.reward_model.reward_manager, "reward_model.reward_manager"),
+         cfg.reward_model.reward_manager, "reward_model.reward_manager", "reward_manager"),
     )  # fmt: skip
     return [e for e in (_registry_error(*lookup) for lookup in lookups) if e]

@@ -7,6 +7,7 @@ registries (to list registered names). Every problem found is reported at once, 
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from typing import Any
 
@@ -15,6 +16,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema_walk import field_specs, is_config_class, is_free_mapping, nearest_keys
+
+_REFERENCE = re.compile(r"^\$\{([\w.]+)\}$")
 
 IGNORED_KEYS = ("_target_",)
 """Keys accepted anywhere and dropped (verl's YAML files carry ``_target_`` class paths)."""
@@ -111,8 +114,26 @@ def _check_metadata(value: Any, metadata: dict, path: str, errors: list[str]) ->
             errors.append(f"{path}={value!r} is out of range; allowed: {' and '.join(p for p in (low, high) if p)}")
 
 
-def _check_types(node: Any, cls: type, path: str, errors: list[str]) -> dict:
-    """Type- and range-check a resolved mapping against ``cls``; return it with light coercions applied."""
+def _single_reference(raw: Any, key: str) -> str | None:
+    """The key path that ``raw[key]`` copies when its value is exactly ``${path}``, else None."""
+    if not isinstance(raw, DictConfig):
+        return None
+    node = raw._get_node(key)
+    value = node._value() if node is not None else None
+    match = _REFERENCE.match(value) if isinstance(value, str) else None
+    return match.group(1) if match else None
+
+
+def _reported(errors: list[str], path: str) -> bool:
+    return any(e.startswith((f"{path}=", f"{path} ")) for e in errors)
+
+
+def _check_types(node: Any, cls: type, path: str, errors: list[str], raw: Any = None) -> dict:
+    """Type- and range-check a resolved mapping against ``cls``; return it with light coercions applied.
+
+    ``raw`` is the same node before resolution: a value that only copies another key (``${other.key}``)
+    whose problem is already reported is not reported a second time.
+    """
     checked: dict[str, Any] = {}
     specs = field_specs(cls)
     for key, value in node.items():
@@ -120,21 +141,26 @@ def _check_types(node: Any, cls: type, path: str, errors: list[str]) -> dict:
             continue  # already reported as unknown (or ignored)
         inner, optional, metadata = specs[key]
         full = _join(path, key)
+        before = len(errors)
         if value is None:
             if not optional and not is_free_mapping(inner) and "choices" not in metadata:
                 errors.append(f"{full} must not be null (expected {_type_name(inner)})")
             elif "choices" in metadata and None not in metadata["choices"]:
                 _check_metadata(value, metadata, full, errors)
             checked[key] = None
-            continue
-        if is_config_class(inner):
+        elif is_config_class(inner):
             if not isinstance(value, dict):
                 errors.append(f"{full}={value!r} must be a mapping of the {inner.__name__} keys")
                 continue
-            checked[key] = _check_types(value, inner, full, errors)
+            sub_raw = raw[key] if isinstance(raw, DictConfig) and key in raw else None
+            checked[key] = _check_types(value, inner, full, errors, sub_raw)
             continue
-        checked[key] = _check_leaf(value, inner, full, errors)
-        _check_metadata(checked[key], metadata, full, errors)
+        else:
+            checked[key] = _check_leaf(value, inner, full, errors)
+            _check_metadata(checked[key], metadata, full, errors)
+        source = _single_reference(raw, key)
+        if len(errors) > before and source is not None and _reported(errors[:before], source):
+            del errors[before:]
     return checked
 
 
@@ -188,7 +214,7 @@ def check_typed(cfg: DictConfig | dict, cls: type) -> Any:
     if errors:
         raise ConfigError(errors)
     container = _strip_ignored(_resolve(cfg))
-    checked = _check_types(container, cls, "", errors)
+    checked = _check_types(container, cls, "", errors, cfg)
     if errors:
         raise ConfigError(errors)
     return to_typed(checked, cls)
