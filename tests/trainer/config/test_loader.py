@@ -8,7 +8,7 @@ import pytest
 
 from verl.trainer.config import PPOConfig
 from verl.trainer.config.loader import check_overrides, compose_config, compose_config_file, load_config
-from verl.trainer.config.validation import ConfigError
+from verl.trainer.config.validation import ConfigError, validate_config
 from verl.workers.config import FSDPActorConfig, OptimConfig, RolloutConfig, SamplingConfig
 
 ISSUE_LINE = (
@@ -223,7 +223,7 @@ def test_compose_config_file_builds_on_ppo_trainer(tmp_path):
         "  rollout:\n    n: 2\n"
     )
     cfg = compose_config_file(tmp_path / "my_run.yaml", ["trainer.total_epochs=3"])
-    typed = load_config.__globals__["validate_config"](cfg)
+    typed = validate_config(cfg)
     assert typed.actor_rollout_ref.rollout.response_length == 32
     assert typed.actor_rollout_ref.rollout.n == 2 and typed.trainer.total_epochs == 3
 
@@ -231,3 +231,17 @@ def test_compose_config_file_builds_on_ppo_trainer(tmp_path):
 def test_compose_config_returns_dictconfig_with_interpolations():
     raw = compose_config(["data.max_response_length=48"])
     assert raw.actor_rollout_ref.rollout.response_length == 48
+
+
+def test_deprecated_global_micro_batch_sizes_become_per_worker():
+    cfg = _load(
+        "algorithm.adv_estimator=gae actor_rollout_ref.rollout.n=1 data.train_batch_size=256 "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size=64 "
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size=128 critic.ppo_micro_batch_size=32 "
+        "trainer.n_gpus_per_node=8"
+    )
+    assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 8  # 64 / 8 workers
+    assert cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 16  # 128 / 8
+    assert cfg.critic.ppo_micro_batch_size_per_gpu == 4  # 32 / 8
+    with pytest.raises(ConfigError, match=r"actor_rollout_ref\.actor\.ppo_micro_batch_size=12 .* multiple of"):
+        _load("actor_rollout_ref.actor.ppo_micro_batch_size=12 trainer.n_gpus_per_node=8")

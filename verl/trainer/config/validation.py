@@ -229,8 +229,12 @@ def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: boo
     policy-loss and reward-manager registries (listing the registered ones).
     """
     from verl.trainer.config.checks import cross_field_errors, registry_errors
+    from verl.trainer.config.deprecated import apply_deprecated_micro_batch_sizes
 
     typed = cfg if isinstance(cfg, PPOConfig) else check_typed(cfg, PPOConfig)
+    errors = apply_deprecated_micro_batch_sizes(typed)
+    if errors:
+        raise ConfigError(errors)
     errors = cross_field_errors(typed)
     if check_registries:
         errors += registry_errors(typed)

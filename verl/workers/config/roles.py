@@ -77,6 +77,9 @@ class PPOUpdateConfig(EngineRoleConfig):
     ppo_micro_batch_size_per_gpu: int | None = bounded_field(1, gt=0)
     """Sequences per forward/backward pass on one worker (gradient accumulation splits a mini-batch)."""
 
+    ppo_micro_batch_size: int | None = bounded_field(None, gt=0)
+    """Deprecated global spelling: when set, ``ppo_micro_batch_size_per_gpu`` becomes it divided by the world size."""
+
     use_dynamic_bsz: bool = False
     """Form micro-batches by token count (``ppo_max_token_len_per_gpu``) instead of a fixed size."""
 
@@ -111,6 +114,10 @@ class LogProbConfig(BaseConfig):
 
     log_prob_micro_batch_size_per_gpu: int | None = bounded_field(8, gt=0)
     """Sequences per forward pass on one worker when recomputing log-probs."""
+
+    log_prob_micro_batch_size: int | None = bounded_field(None, gt=0)
+    """Deprecated global spelling: when set, ``log_prob_micro_batch_size_per_gpu`` becomes it divided by the world
+    size."""
 
     log_prob_use_dynamic_bsz: bool = False
     """Form log-prob micro-batches by token count (``log_prob_max_token_len_per_gpu``)."""
