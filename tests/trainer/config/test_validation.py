@@ -146,3 +146,10 @@ def test_all_problems_reported_at_once():
     with pytest.raises(ConfigError) as info:
         load_config(["actor_rollout_ref.rollout.n=0", "data.truncation=top"])
     assert len(info.value.errors) >= 2
+
+
+def test_data_files_must_be_paths():
+    message = _error(["data.train_files=[]"])
+    assert "data.train_files=[] must be a file path, a list of paths" in message
+    message = _error(["data.val_files=3"])
+    assert "data.val_files=3 must be a file path" in message

@@ -186,6 +186,31 @@ def _reward_errors(cfg: PPOConfig) -> list[str]:
     return errors
 
 
+def _is_file_list(value: object, allow_empty: bool) -> bool:
+    if isinstance(value, str):
+        return allow_empty or bool(value)
+    if isinstance(value, list | tuple):
+        return (allow_empty or bool(value)) and all(isinstance(v, str) and v for v in value)
+    return allow_empty and value is None
+
+
+def _data_errors(cfg: PPOConfig) -> list[str]:
+    errors = []
+    if not _is_file_list(cfg.data.train_files, allow_empty=False):
+        errors.append(
+            f"data.train_files={cfg.data.train_files!r} must be a file path, a list of paths, or 'arithmetic' "
+            "(the built-in task)"
+        )
+    if not _is_file_list(cfg.data.val_files, allow_empty=True):
+        errors.append(f"data.val_files={cfg.data.val_files!r} must be a file path, a list of paths, or null")
+    target_modules = cfg.actor_rollout_ref.model.target_modules
+    if not (isinstance(target_modules, str) or _is_file_list(target_modules, allow_empty=False)):
+        errors.append(
+            f"actor_rollout_ref.model.target_modules={target_modules!r} must be 'all-linear' or a list of module names"
+        )
+    return errors
+
+
 def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
     errors = []
     trainer, rollout = cfg.trainer, cfg.actor_rollout_ref.rollout
@@ -246,6 +271,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _length_errors(cfg)
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
+    errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     return errors
 

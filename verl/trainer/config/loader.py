@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
 from verl.trainer.config.root import PPOConfig
@@ -46,11 +47,16 @@ def config_groups() -> list[str]:
 
 def _compose(config_dir: str, config_name: str, overrides: Sequence[str]) -> DictConfig:
     register_schemas()
-    # A caller inside @hydra.main (or an earlier compose) already holds the global Hydra instance.
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(config_name=config_name, overrides=list(overrides))
+    # A caller inside @hydra.main (or an earlier compose) holds the global Hydra instance: set it aside
+    # for this composition and give it back afterwards.
+    backup = get_gh_backup() if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            return compose(config_name=config_name, overrides=list(overrides))
+    finally:
+        if backup is not None:
+            restore_gh_from_backup(backup)
 
 
 def compose_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_trainer") -> DictConfig:
