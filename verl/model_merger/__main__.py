@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import verl.model_merger.fsdp_model_merger  # noqa: F401  (registers the 'fsdp' backend)
 from verl.model_merger.base_model_merger import MERGER_BACKENDS, ModelMergerConfig, get_model_merger_cls
 
 

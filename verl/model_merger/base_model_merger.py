@@ -62,7 +62,7 @@ def save_hf_model(
     auto_cls = auto_cls or AutoModelForCausalLM
     dtype = next(iter(state_dict.values())).dtype
     with torch.device("meta"):
-        model = auto_cls.from_config(config, torch_dtype=dtype, trust_remote_code=trust_remote_code)
+        model = auto_cls.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
     model.to_empty(device="cpu")
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])

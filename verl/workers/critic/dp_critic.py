@@ -19,7 +19,6 @@ from torch import nn
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import compute_value_loss
-from verl.utils.torch_functional import masked_mean
 from verl.workers.critic.base import BasePPOCritic
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -93,7 +92,7 @@ class DataParallelPPOCritic(BasePPOCritic):
                     getattr(config, "ppo_max_token_len_per_gpu", None),
                 )
                 self.critic_optimizer.zero_grad(set_to_none=True)
-                vf_loss_sum, clipfracs, vpred_means = 0.0, [], []
+                vf_loss_sum, clipped_tokens, vpred_sum = 0.0, 0.0, 0.0
                 for micro_batch in plan.micro_batches:
                     response_mask = micro_batch["response_mask"].float()
                     vpreds = self._forward_micro_batch(micro_batch)
@@ -109,12 +108,13 @@ class DataParallelPPOCritic(BasePPOCritic):
                     )
                     (vf_loss * world).backward()
                     vf_loss_sum += float(vf_loss.detach())
-                    clipfracs.append(float(vf_clipfrac))
-                    vpred_means.append(float(masked_mean(vpreds.detach(), response_mask)))
+                    # clip fraction and mean value over the whole mini-batch (all ranks), not per micro-batch
+                    clipped_tokens += float(vf_clipfrac) * float(response_mask.sum())
+                    vpred_sum += float((vpreds.detach() * response_mask).sum())
                 grad_norm = clip_grad_norm_and_step(self.critic_module, self.critic_optimizer, config.grad_clip)
                 metrics["critic/vf_loss"].append(all_reduce_sum(vf_loss_sum))
-                metrics["critic/vf_clipfrac"].append(sum(clipfracs) / len(clipfracs))
-                metrics["critic/vpred_mean"].append(sum(vpred_means) / len(vpred_means))
+                metrics["critic/vf_clipfrac"].append(all_reduce_sum(clipped_tokens) / max(num_tokens, 1.0))
+                metrics["critic/vpred_mean"].append(all_reduce_sum(vpred_sum) / max(num_tokens, 1.0))
                 metrics["critic/grad_norm"].append(grad_norm)
         self.critic_optimizer.zero_grad(set_to_none=True)
         return dict(metrics)

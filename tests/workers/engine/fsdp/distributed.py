@@ -85,13 +85,15 @@ def reference_log_probs(model, batch: dict[str, torch.Tensor], temperature: floa
     return out
 
 
-def build_actor(model_path: str, world: int, batch_size: int, lora_rank: int = 0, **actor_overrides):
-    """An FSDP engine + DataParallelPPOActor for tests (token-mean PPO, AdamW with warmup)."""
+def build_actor(
+    model_path: str, world: int, batch_size: int, lora_rank: int = 0, warmup_steps: int = 2, **actor_overrides
+):
+    """An FSDP engine + DataParallelPPOActor for tests (token-mean PPO, AdamW, warmup then cosine)."""
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
-    optim = OptimConfig(lr=1e-3, lr_warmup_steps=2, total_training_steps=10, lr_scheduler_type="cosine")
+    optim = OptimConfig(lr=1e-3, lr_warmup_steps=warmup_steps, total_training_steps=10, lr_scheduler_type="cosine")
     fields = dict(ppo_mini_batch_size=batch_size // world, ppo_micro_batch_size_per_gpu=2, optim=optim)
     config = FSDPActorConfig(**(fields | actor_overrides))
     model_config = HFModelConfig(path=model_path, use_remove_padding=True, lora_rank=lora_rank, lora_alpha=16)

@@ -96,7 +96,7 @@ def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.M
 
     hf_config = load_hf_config(settings)
     attn = (settings.override_config or {}).get("attn_implementation") or pick_attn_implementation()
-    common = dict(torch_dtype=dtype, trust_remote_code=settings.trust_remote_code, attn_implementation=attn)
+    common = dict(dtype=dtype, trust_remote_code=settings.trust_remote_code, attn_implementation=attn)
     if role == "critic":
         hf_config.num_labels = 1
         hf_config.classifier_dropout = 0.0
