@@ -56,6 +56,19 @@ class Sleeper(Worker):
         time.sleep(seconds)
         return self.rank
 
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def all_reduce_without_rank_one(self) -> float:
+        """Every rank joins the process group; rank 1 then skips the all-reduce, so rank 0's must time out."""
+        import torch
+        import torch.distributed as dist
+
+        self.init_process_group()
+        if self.rank == 1:
+            return -1.0
+        value = torch.ones(1)
+        dist.all_reduce(value)
+        return float(value.item())
+
 
 @ray.remote
 class NodeReporter(Worker):

@@ -265,11 +265,15 @@ def test_colocated_roles_share_one_actor(ray_cluster):
     _release(host, pool)
 
 
-def test_timeout_and_killed_worker_give_clear_errors(ray_cluster):
+def test_timeouts_and_killed_worker_give_clear_errors(ray_cluster):
     pool = RayResourcePool([2], use_gpu=False, max_colocate_count=1, cpus_per_bundle=0.5)
     cls = RayClassWithInitArgs(Sleeper)
-    group = RayWorkerGroup(pool, cls, call_timeout_s=30)
+    group = RayWorkerGroup(pool, cls, call_timeout_s=30, collective_timeout_s=2)
     pids = group.pid()
+
+    # The collective timeout reaches torch.distributed: rank 0's all-reduce gives up after 2 s instead of hanging.
+    with pytest.raises(WorkerError, match=r"(?s)worker rank 0.*all_reduce_without_rank_one.*[Tt]imed out"):
+        group.all_reduce_without_rank_one()
 
     impatient = RayWorkerGroup.from_detached(
         worker_handles=group.workers, worker_names=group.worker_names, ray_cls_with_init=cls, call_timeout_s=0.3
