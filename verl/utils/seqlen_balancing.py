@@ -95,9 +95,10 @@ def rearrange_micro_batches(
     min_num_micro_batch: int | None = None,
 ) -> tuple[list, list[list[int]]]:
     """Split ``batch`` (a TensorDict with ``attention_mask``) into micro-batches of at most ``max_token_len``
-    valid tokens each (unless a single sequence is longer), balanced by valid-token count.
+    valid tokens each, balanced by valid-token count (raises if one sequence alone is longer).
 
-    The number of micro-batches is ``ceil(total_tokens / max_token_len)`` at least, raised to the max over
+    The number of micro-batches is ``ceil(total_tokens / max_token_len)`` at least (more if balanced groups
+    would overshoot the budget), raised to the max over
     ``dp_group`` when ``same_micro_num_in_dp`` (so every rank runs the same number of forward/backward
     passes), to ``min_num_micro_batch``, and rounded up to a multiple of ``num_batches_divided_by``.
     Returns ``(micro_batches, micro_batch_indices)``; ``get_reverse_idx`` of the concatenated indices
@@ -113,18 +114,31 @@ def rearrange_micro_batches(
     num_micro = max(1, ceildiv(int(sum(seq_lens)), max_token_len))
     if min_num_micro_batch is not None:
         num_micro = max(num_micro, min_num_micro_batch)
-    if same_micro_num_in_dp and torch.distributed.is_available() and torch.distributed.is_initialized():
-        count = torch.tensor([num_micro], dtype=torch.int64, device=batch["attention_mask"].device)
-        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX, group=dp_group)
-        num_micro = int(count.item())
-    if num_batches_divided_by is not None:
-        num_micro = ceildiv(num_micro, num_batches_divided_by) * num_batches_divided_by
-    num_micro = min(num_micro, len(seq_lens))
-    partitions = get_seqlen_balanced_partitions(seq_lens, num_micro, equal_size=False)
+    # balanced groups can overshoot the budget: add groups until none does; ranks agree on the count each round
+    while True:
+        num_micro = _all_reduce_int(num_micro, "max", dp_group, same_micro_num_in_dp, batch)
+        if num_batches_divided_by is not None:
+            num_micro = ceildiv(num_micro, num_batches_divided_by) * num_batches_divided_by
+        num_micro = min(num_micro, len(seq_lens))
+        partitions = get_seqlen_balanced_partitions(seq_lens, num_micro, equal_size=False)
+        fits = num_micro == len(seq_lens) or max(sum(seq_lens[i] for i in p) for p in partitions) <= max_token_len
+        if _all_reduce_int(int(fits), "min", dp_group, same_micro_num_in_dp, batch):
+            break
+        num_micro += 1
     # longest groups first: peak memory shows up on the first micro-batch
     partitions.sort(key=lambda p: sum(seq_lens[i] for i in p), reverse=True)
     micro_batches = [batch[torch.tensor(p, dtype=torch.long)] for p in partitions]
     return micro_batches, partitions
+
+
+def _all_reduce_int(value: int, op: str, dp_group, enabled: bool, batch) -> int:
+    """``value`` reduced with max/min over ``dp_group`` (the value itself without torch.distributed)."""
+    if not (enabled and torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64, device=batch["attention_mask"].device)
+    reduce_op = torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.MIN
+    torch.distributed.all_reduce(tensor, op=reduce_op, group=dp_group)
+    return int(tensor.item())
 
 
 def get_reverse_idx(idx_map: Sequence[int]) -> list[int]:
