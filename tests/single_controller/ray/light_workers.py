@@ -16,6 +16,8 @@ class ActorRole(Worker):
         super().__init__()
         self.step_size = step_size
         self.steps = 0
+        # Mesh info is per role: the critic living in the same process has none for "actor".
+        self._register_dispatch_collect_info("actor", dp_rank=self.rank, is_collect=True)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def step(self) -> int:

@@ -60,6 +60,10 @@ def _rows(data: DataProto, rank: int, factor: int) -> DataProto:
     )
 
 
+def _rank_plus(worker: Worker, base: int) -> int:
+    return base + worker.rank
+
+
 def _negate(data: DataProto) -> DataProto:
     return DataProto.from_dict(tensors={"y": -data.batch["x"]})
 
@@ -174,6 +178,9 @@ def test_ranks_and_process_group(demo_group):
     assert all(info["world_size"] == 4 and info["tag"] == "hello" for info in infos)
     assert [info["local_rank"] for info in infos] == [0, 1, 2, 3]  # one node
     assert demo_group.world_size == 4
+    assert [info["rank"] for info in demo_group.execute_all_sync("whoami", "sync")] == [0, 1, 2, 3]
+    assert demo_group.execute_rank_zero_sync("whoami", "zero")["rank"] == 0
+    assert demo_group.execute_with_func_generator(_rank_plus, 100) == [100, 101, 102, 103]
 
 
 def test_gloo_all_reduce_sums_across_the_group(demo_group):
@@ -262,6 +269,8 @@ def test_colocated_roles_share_one_actor(ray_cluster):
     assert groups["actor"].step() == [3, 3] and groups["actor"].step() == [6, 6]
     assert groups["critic"].value([1, 2]) == [101, 103]
     assert not hasattr(groups["critic"], "step")
+    assert groups["actor"]._query_dispatch_info("actor") == [0, 1]
+    assert groups["critic"]._query_dispatch_info("actor") == [None, None]
     _release(host, pool)
 
 

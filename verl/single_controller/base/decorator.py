@@ -63,6 +63,7 @@ for _mode in (
     "DP_COMPUTE_PROTO",
     "DP_COMPUTE_PROTO_WITH_FUNC",
     "DP_COMPUTE_METRIC",
+    "DIRECT_ROLLOUT_METHOD",
 ):
     Dispatch.register(_mode)
 Execute.register("ALL")
@@ -141,6 +142,11 @@ def dispatch_all_to_all(worker_group, *args, **kwargs):
 def collect_all_to_all(worker_group, output):
     """The list of per-rank outputs, in rank order."""
     return output
+
+
+def dummy_direct_rollout_call(worker_group, *args, **kwargs):
+    """``DIRECT_ROLLOUT_METHOD`` methods are called on the rollout engine's own actors, never through a group."""
+    raise NotImplementedError("methods registered with Dispatch.DIRECT_ROLLOUT_METHOD cannot be called via a group")
 
 
 def collect_rank_zero(worker_group, output):
@@ -249,6 +255,7 @@ DISPATCH_MODE_FN_REGISTRY: dict[Dispatch, dict[str, Callable]] = {
         "collect_fn": collect_dp_compute_data_proto,
     },
     Dispatch.DP_COMPUTE_METRIC: {"dispatch_fn": dispatch_dp_compute_data_proto, "collect_fn": collect_dp_compute},
+    Dispatch.DIRECT_ROLLOUT_METHOD: {"dispatch_fn": dummy_direct_rollout_call, "collect_fn": dummy_direct_rollout_call},
 }
 
 
