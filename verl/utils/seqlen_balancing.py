@@ -135,7 +135,9 @@ def _all_reduce_int(value: int, op: str, dp_group, enabled: bool, batch) -> int:
     """``value`` reduced with max/min over ``dp_group`` (the value itself without torch.distributed)."""
     if not (enabled and torch.distributed.is_available() and torch.distributed.is_initialized()):
         return value
-    tensor = torch.tensor([value], dtype=torch.int64, device=batch["attention_mask"].device)
+    from verl.utils.device import current_device
+
+    tensor = torch.tensor([value], dtype=torch.int64, device=current_device())
     reduce_op = torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.MIN
     torch.distributed.all_reduce(tensor, op=reduce_op, group=dp_group)
     return int(tensor.item())

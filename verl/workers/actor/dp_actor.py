@@ -17,6 +17,7 @@ from torch import nn
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
+from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -80,10 +81,11 @@ class DataParallelPPOActor(BasePPOActor):
         log_probs, entropys = [], []
         with torch.no_grad():
             for micro_batch in plan.micro_batches:
+                micro_batch = micro_batch.to(current_device())
                 log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy)
-                log_probs.append(log_prob)
+                log_probs.append(log_prob.cpu())
                 if entropy is not None:
-                    entropys.append(entropy)
+                    entropys.append(entropy.cpu())
         log_probs_all = plan.restore(torch.cat(log_probs))
         entropys_all = plan.restore(torch.cat(entropys)) if calculate_entropy else None
         return log_probs_all, entropys_all
@@ -168,6 +170,7 @@ class DataParallelPPOActor(BasePPOActor):
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
                 for micro_batch in plan.micro_batches:
+                    micro_batch = micro_batch.to(current_device())
                     loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts)
                     (loss * world).backward()
                     for name, value in micro_metrics.items():

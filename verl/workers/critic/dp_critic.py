@@ -19,6 +19,7 @@ from torch import nn
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import compute_value_loss
+from verl.utils.device import current_device
 from verl.workers.critic.base import BasePPOCritic
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -65,7 +66,7 @@ class DataParallelPPOCritic(BasePPOCritic):
             meta.get("max_token_len"),
         )
         with torch.no_grad():
-            values = torch.cat([self._forward_micro_batch(mb) for mb in plan.micro_batches])
+            values = torch.cat([self._forward_micro_batch(mb.to(current_device())).cpu() for mb in plan.micro_batches])
         return plan.restore(values)
 
     def update_critic(self, data: DataProto) -> dict[str, list[float]]:
@@ -94,6 +95,7 @@ class DataParallelPPOCritic(BasePPOCritic):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 vf_loss_sum, clipped_tokens, vpred_sum = 0.0, 0.0, 0.0
                 for micro_batch in plan.micro_batches:
+                    micro_batch = micro_batch.to(current_device())
                     response_mask = micro_batch["response_mask"].float()
                     vpreds = self._forward_micro_batch(micro_batch)
                     vf_loss, vf_clipfrac = compute_value_loss(
