@@ -128,7 +128,6 @@ class WorkerGroup:
 
     def __init__(self, resource_pool: ResourcePool | None, **kwargs) -> None:
         self._is_init_with_detached_workers = resource_pool is None
-        self._procecss_dispatch_config = resource_pool() if resource_pool is not None else None
         self._workers: list = []
         self._worker_names: list[str] = []
         # Mesh-aware dispatch caches: mesh name -> per-rank dp rank / is_collect.
