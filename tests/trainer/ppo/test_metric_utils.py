@@ -118,11 +118,16 @@ def test_validation_best_worst_maj_with_bootstrap():
     assert "val-core/ds/reward/best@4/std" in logged and "val-aux/ds/reward/worst@4/mean" in logged
 
 
-def test_validation_uses_acc_as_core_when_present():
-    result = process_validation_metrics(["ds", "ds"], ["a", "b"], {"reward": [0.5, 0.5], "acc": [1.0, 0.0]})
+def test_validation_reward_and_acc_are_core_other_variables_aux():
+    result = process_validation_metrics(
+        ["ds", "ds"], ["a", "b"], {"reward": [0.5, 0.5], "acc": [1.0, 0.0], "format": [1.0, 1.0]}
+    )
     logged = validation_metrics_to_log(result)
-    assert logged["val-core/ds/acc/mean@1"] == pytest.approx(0.5)
-    assert logged["val-aux/ds/reward/mean@1"] == pytest.approx(0.5)
+    assert logged == {
+        "val-core/ds/reward/mean@1": pytest.approx(0.5),
+        "val-core/ds/acc/mean@1": pytest.approx(0.5),
+        "val-aux/ds/format/mean@1": pytest.approx(1.0),
+    }
 
 
 def test_reward_trend_summary_quarters():

@@ -242,17 +242,18 @@ def process_validation_metrics(
 def validation_metrics_to_log(data_src2var2metric2val: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
     """Flatten validation metrics into ``val-core/{source}/{var}/{metric}`` and ``val-aux/...`` keys.
 
-    The core variable is ``acc`` when present, else ``reward``; its mean / maj / best metrics at the largest N
-    go to ``val-core``, everything else to ``val-aux`` (verl's split).
+    The core variables are ``reward`` (the summed token-level score) and ``acc`` when the reward function
+    reports it (verl makes ``acc`` core when present, else ``reward``; both are core here so that
+    ``val-core/{source}/reward/mean@N`` is always logged). Their mean / maj / best metrics at the largest N go
+    to ``val-core``, everything else to ``val-aux``.
     """
     metric_dict: dict[str, float] = {}
     for data_source, var2metric2val in data_src2var2metric2val.items():
-        core_var = "acc" if "acc" in var2metric2val else "reward"
         for var_name, metric2val in var2metric2val.items():
             n_max = max(int(name.split("@")[-1].split("/")[0]) for name in metric2val)
             for metric_name, value in metric2val.items():
                 is_core = (
-                    var_name == core_var
+                    var_name in ("reward", "acc")
                     and metric_name.startswith(("mean", "maj", "best"))
                     and f"@{n_max}" in metric_name
                 )

