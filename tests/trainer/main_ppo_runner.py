@@ -91,4 +91,5 @@ def assert_finite(record: dict) -> None:
 
 
 def describe(proc: subprocess.CompletedProcess) -> str:
-    return f"exit code {proc.returncode}\n--- stdout (tail) ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+    stdout, stderr = proc.stdout[-6000:], proc.stderr[-6000:]
+    return f"exit code {proc.returncode}\n--- stdout (tail) ---\n{stdout}\n--- stderr (tail) ---\n{stderr}"
