@@ -621,3 +621,13 @@ def unpad_dataproto(data: DataProto, pad_size: int) -> DataProto:
     if pad_size < 0 or pad_size > len(data):
         raise ValueError(f"unpad_dataproto: pad_size {pad_size} is outside [0, {len(data)}]")
     return data[: len(data) - pad_size] if pad_size else data
+
+
+def __getattr__(name: str):
+    # ``verl.protocol.DataProtoFuture`` is where verl users import it from; it lives with the single controller,
+    # which imports this module, so it is resolved lazily to avoid an import cycle.
+    if name == "DataProtoFuture":
+        from verl.single_controller.base.future import DataProtoFuture
+
+        return DataProtoFuture
+    raise AttributeError(f"module 'verl.protocol' has no attribute {name!r}")
