@@ -36,34 +36,58 @@ def gguf_package_dir() -> Path:
 def default_model_path() -> str:
     """Return a local Hugging Face folder with SmolLM2-135M-Instruct, converting the GGUF file on first use.
 
-    The conversion writes into a temporary folder that is renamed into place, so an interrupted
-    conversion never leaves a half-written model behind.
+    The conversion (about a minute, shown with a progress bar) writes into a temporary folder that is
+    renamed into place, so an interrupted conversion never leaves a half-written model behind; a file lock
+    makes concurrent first uses convert once. Later calls return at once and need no network.
     """
     target = cache_dir() / "models" / DEFAULT_MODEL_NAME
-    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+    if _is_complete(target):
         return str(target)
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if not _is_complete(target):  # another process may have converted it while we waited
+            _convert_gguf(gguf_package_dir(), target)
+    return str(target)
+
+
+def _is_complete(folder: Path) -> bool:
+    return (folder / "config.json").exists() and any(folder.glob("*.safetensors"))
+
+
+def _convert_gguf(src: Path, target: Path) -> None:
+    """Dequantize the GGUF checkpoint in ``src`` and save it as a safetensors Hugging Face folder at ``target``."""
+    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    src = gguf_package_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    steps = ["tokenizer", "dequantize weights", "rebuild model", "save"]
     try:
-        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
-        gguf_model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE)
-        # The weights are dequantized on load, but the model still carries a GGUF quantizer that refuses
-        # to save: rebuild a plain model from the config without it and copy the dequantized weights.
-        config = gguf_model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        config.name_or_path = DEFAULT_MODEL_NAME
-        model = AutoModelForCausalLM.from_config(config)
-        model.load_state_dict(gguf_model.state_dict())
-        model.generation_config = gguf_model.generation_config
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        with tqdm(total=len(steps), desc=f"converting {DEFAULT_MODEL_NAME} (once)", unit="step") as progress:
+            progress.set_postfix_str(steps[0])
+            tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
+            progress.update()
+            progress.set_postfix_str(steps[1])
+            gguf_model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE)
+            progress.update()
+            progress.set_postfix_str(steps[2])
+            # The weights are dequantized on load, but the model still carries a GGUF quantizer that refuses
+            # to save: rebuild a plain model from the config without it and copy the dequantized weights.
+            config = gguf_model.config
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            config.name_or_path = DEFAULT_MODEL_NAME
+            model = AutoModelForCausalLM.from_config(config)
+            model.load_state_dict(gguf_model.state_dict())
+            model.generation_config = gguf_model.generation_config
+            progress.update()
+            progress.set_postfix_str(steps[3])
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+            progress.update()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return str(target)

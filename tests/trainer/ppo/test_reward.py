@@ -1,0 +1,106 @@
+"""Loading custom reward functions and reward managers from the config; compute_reward's outputs."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+
+from tests.support.models import smollm2_path
+from tests.workers.reward_manager.batch_builder import expected_tensor, make_batch
+from verl.trainer.ppo.reward import compute_reward, get_custom_reward_fn, load_reward_manager
+from verl.workers.reward_manager import DAPORewardManager, NaiveRewardManager
+
+CUSTOM_FILE = """
+def my_score(data_source, solution_str, ground_truth, extra_info=None, scale=1.0):
+    return {"score": scale * float(ground_truth in solution_str), "length": len(solution_str)}
+
+def batch_score(data_sources, solution_strs, ground_truths, extra_infos):
+    return [float(g in s) for s, g in zip(solution_strs, ground_truths)]
+
+def two_args(solution, truth):
+    return 1.0
+
+def anything(**kwargs):
+    return 0.25
+
+NOT_A_FUNCTION = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(smollm2_path())
+
+
+@pytest.fixture
+def reward_file(tmp_path):
+    path = tmp_path / "my_reward.py"
+    path.write_text(CUSTOM_FILE)
+    return str(path)
+
+
+def make_config(path=None, name=None, manager="naive", reward_kwargs=None, manager_kwargs=None):
+    return OmegaConf.create(
+        {
+            "data": {"reward_fn_key": "data_source"},
+            "reward_model": {"reward_manager": manager, "reward_kwargs": manager_kwargs or {}},
+            "custom_reward_function": {"path": path, "name": name, "reward_kwargs": reward_kwargs or {}},
+        }
+    )
+
+
+def test_no_custom_function_gives_none():
+    assert get_custom_reward_fn(make_config()) is None
+
+
+def test_custom_function_loads_with_bound_kwargs(reward_file):
+    fn = get_custom_reward_fn(make_config(reward_file, "my_score", reward_kwargs={"scale": 3.0}))
+    assert fn(data_source="x", solution_str="a 7", ground_truth="7", extra_info=None) == {"score": 3.0, "length": 3}
+    assert get_custom_reward_fn(make_config(reward_file, "anything"))(data_source="x") == 0.25
+
+
+def test_missing_file_names_the_key(tmp_path):
+    with pytest.raises(FileNotFoundError, match="custom_reward_function.path"):
+        get_custom_reward_fn(make_config(str(tmp_path / "nope.py"), "f"))
+
+
+def test_missing_function_names_the_key_and_lists_functions(reward_file):
+    with pytest.raises(AttributeError, match=r"custom_reward_function.name='nope'.*my_score"):
+        get_custom_reward_fn(make_config(reward_file, "nope"))
+    with pytest.raises(AttributeError, match="NOT_A_FUNCTION"):
+        get_custom_reward_fn(make_config(reward_file, "NOT_A_FUNCTION"))
+
+
+def test_wrong_signature_is_refused_on_load(reward_file):
+    with pytest.raises(TypeError, match="two_args.*data_source=.*solution_str="):
+        get_custom_reward_fn(make_config(reward_file, "two_args"))
+    with pytest.raises(TypeError, match="unknown_kwarg"):
+        get_custom_reward_fn(make_config(reward_file, "two_args", reward_kwargs={"unknown_kwarg": 1}))
+    with pytest.raises(TypeError, match="data_sources="):  # the batch manager passes plural names
+        get_custom_reward_fn(make_config(reward_file, "my_score", manager="batch"))
+    assert get_custom_reward_fn(make_config(reward_file, "batch_score", manager="batch")) is not None
+
+
+def test_load_reward_manager_and_compute_reward(tokenizer, reward_file):
+    config = make_config(reward_file, "my_score", reward_kwargs={"scale": 2.0})
+    manager = load_reward_manager(config, tokenizer, num_examine=0)
+    assert isinstance(manager, NaiveRewardManager)
+    data, lengths = make_batch(tokenizer, ["it is 7", "it is 8"], ["7", "7"], data_source="custom")
+    reward_tensor, extra = compute_reward(data, manager)
+    torch.testing.assert_close(reward_tensor, expected_tensor([2.0, 0.0], lengths))
+    assert extra == {"length": [7, 7], "score": [2.0, 0.0]}
+
+
+def test_default_scores_and_manager_kwargs(tokenizer):
+    cfg = {"enable": True, "len": 4, "penalty_factor": 1.0, "log": False}
+    config = make_config(manager="dapo", manager_kwargs={"max_resp_len": 24, "overlong_buffer_cfg": cfg})
+    manager = load_reward_manager(config, tokenizer, num_examine=0)
+    assert isinstance(manager, DAPORewardManager) and manager.buffer_len == 4
+    data, lengths = make_batch(tokenizer, ["#### 72"], ["72"])
+    reward_tensor, _ = compute_reward(data, manager)
+    torch.testing.assert_close(reward_tensor, expected_tensor([1.0], lengths))
+
+
+def test_unknown_manager_lists_registered(tokenizer):
+    with pytest.raises(ValueError, match="naive"):
+        load_reward_manager(make_config(manager="fancy"), tokenizer, num_examine=0)
