@@ -104,3 +104,13 @@ def test_default_scores_and_manager_kwargs(tokenizer):
 def test_unknown_manager_lists_registered(tokenizer):
     with pytest.raises(ValueError, match="naive"):
         load_reward_manager(make_config(manager="fancy"), tokenizer, num_examine=0)
+
+
+def test_dapo_settings_default_from_overlong_buffer_and_max_response_length(tokenizer):
+    config = make_config(manager="dapo")
+    config.reward_model.overlong_buffer = {"enable": True, "len": 8, "penalty_factor": 0.5, "log": True}
+    config.data.max_response_length = 24
+    manager = load_reward_manager(config, tokenizer, num_examine=0)
+    assert (manager.max_resp_len, manager.buffer_len, manager.penalty_factor) == (24, 8, 0.5)
+    naive = load_reward_manager(make_config(), tokenizer, num_examine=0)  # naive takes neither setting
+    assert isinstance(naive, NaiveRewardManager)

@@ -101,11 +101,26 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     return functools.wraps(fn)(functools.partial(fn, **reward_kwargs)) if reward_kwargs else fn
 
 
+def _fill_overlong_settings(manager_cls: type, kwargs: dict[str, Any], reward_model: Any, data: Any) -> dict:
+    """For managers taking ``overlong_buffer_cfg`` / ``max_resp_len`` (DAPO's), default them from
+    ``reward_model.overlong_buffer`` and ``data.max_response_length``; explicit reward_kwargs win."""
+    parameters = inspect.signature(manager_cls.__init__).parameters
+    overlong = getattr(reward_model, "overlong_buffer", None)
+    if "overlong_buffer_cfg" in parameters and "overlong_buffer_cfg" not in kwargs and overlong is not None:
+        kwargs["overlong_buffer_cfg"] = _kwargs_dict(overlong)
+    max_response_length = getattr(data, "max_response_length", None)
+    if "max_resp_len" in parameters and "max_resp_len" not in kwargs and max_response_length is not None:
+        kwargs["max_resp_len"] = int(max_response_length)
+    return kwargs
+
+
 def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwargs: Any):
     """Build the manager named by ``reward_model.reward_manager`` with the custom or default scoring function.
 
     Constructor arguments: ``tokenizer, num_examine, compute_score, reward_fn_key`` plus
-    ``reward_model.reward_kwargs`` and ``reward_kwargs`` (the latter wins on a clash).
+    ``reward_model.reward_kwargs`` and ``reward_kwargs`` (the latter wins on a clash); a manager that takes
+    ``overlong_buffer_cfg`` / ``max_resp_len`` gets ``reward_model.overlong_buffer`` /
+    ``data.max_response_length`` unless those kwargs set them.
     """
     from verl.workers.reward_manager import get_reward_manager_cls
 
@@ -115,6 +130,7 @@ def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwarg
     data = _section(config, "data")
     reward_fn_key = getattr(data, "reward_fn_key", None) or "data_source"
     kwargs = {**_kwargs_dict(getattr(reward_model, "reward_kwargs", None)), **reward_kwargs}
+    kwargs = _fill_overlong_settings(manager_cls, kwargs, reward_model, data)
     return manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,

@@ -1,10 +1,10 @@
 """The built-in arithmetic task: sums and differences of whole numbers, generated deterministically.
 
-A problem is ``a ± b ± c`` with ``num_operands`` terms drawn uniformly from ``[0, max_operand]``;
-the prompt asks for the result after ``####`` and the ``arithmetic`` scorer
-(:mod:`verl.utils.reward_score.arithmetic`) checks it. The defaults (3 operands up to 99) are set so
-that SmolLM2-135M-Instruct starts low but above zero (see docs/data_and_rewards.md for the measured
-accuracy) and can improve with RL.
+A problem is ``a ± b`` (``a ± b ± c ...`` with more operands): ``num_operands`` terms drawn uniformly
+from ``[0, max_operand]``, each sign + or - with probability 1/2. The prompt asks for the result after
+``####`` and the ``arithmetic`` scorer (:mod:`verl.utils.reward_score.arithmetic`) checks it. The
+defaults (2 operands up to 99) are set so that SmolLM2-135M-Instruct starts low but above zero (see
+docs/data_and_rewards.md for the measured accuracy) and can improve with RL.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class ArithmeticSpec:
 
     train_size: int = 8192
     test_size: int = 256
-    num_operands: int = 3
+    num_operands: int = 2
     max_operand: int = 99
     seed: int = 2024
 
