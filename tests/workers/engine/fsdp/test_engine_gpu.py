@@ -64,9 +64,8 @@ def test_bf16_log_probs_and_update_match_fp32_reference():
     )
     assert diff.mean() < 0.02 and diff.max() < 0.2
     metrics = results[0]["metrics"]
-    print(
-        f"pg_loss {metrics['actor/pg_loss'][0]:.5f} vs {ref_pg_loss:.5f}; grad_norm {metrics['actor/grad_norm'][0]:.4f} vs {ref_grad_norm:.4f}"
-    )
+    pg_loss, grad_norm = metrics["actor/pg_loss"][0], metrics["actor/grad_norm"][0]
+    print(f"pg_loss {pg_loss:.5f} vs {ref_pg_loss:.5f}; grad_norm {grad_norm:.4f} vs {ref_grad_norm:.4f}")
     assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=0.05, abs=2e-3)
     assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=0.05)
     close = [((results[0]["params"][k] - v).abs() <= 0.1 * LR).float().mean().item() for k, v in ref_params.items()]
