@@ -194,27 +194,11 @@ class SFTConfig(BaseConfig):
 
 
 def validate_typed(cfg: Any, cls: type) -> Any:
-    """Check a composed ``DictConfig`` against the dataclass ``cls`` and return the typed object.
-
-    Fails with :class:`~verl.trainer.config.validation.ConfigError` listing every unknown key (with the
-    nearest valid key), wrong type, disallowed value and out-of-range number, as the PPO config does.
-    """
-    from omegaconf import DictConfig, OmegaConf
-
-    from verl.trainer.config import validation
+    """Check a composed ``DictConfig`` against the dataclass ``cls`` and return the typed object (a ``cls``
+    instance passes through). Fails with :class:`~verl.trainer.config.validation.ConfigError` listing every
+    unknown key (with the nearest valid key), wrong type, disallowed value and out-of-range number."""
+    from verl.trainer.config.validation import check_typed
 
     if isinstance(cfg, cls):
         return cfg
-    if isinstance(cfg, dict):
-        cfg = OmegaConf.create(cfg)
-    if not isinstance(cfg, DictConfig):
-        raise TypeError(f"expected a DictConfig, dict or {cls.__name__}, got {type(cfg).__name__}")
-    errors: list[str] = []
-    validation._unknown_key_errors(cfg, cls, "", cls, errors)
-    if errors:
-        raise validation.ConfigError(errors)
-    container = validation._strip_ignored(validation._resolve(cfg))
-    checked = validation._check_types(container, cls, "", errors)
-    if errors:
-        raise validation.ConfigError(errors)
-    return validation.to_typed(checked, cls)
+    return check_typed(cfg, cls)
