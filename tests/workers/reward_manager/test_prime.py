@@ -56,3 +56,19 @@ def test_prime_default_scores_match_naive(tokenizer):
         torch.testing.assert_close(manager(data), expected_tensor([1.0, 0.0, 0.0], lengths))
     finally:
         manager.close()
+
+
+def test_prime_manager_pickles_without_its_processes(tokenizer):
+    """Sent to another process (as a Ray task would), the copy starts its own workers."""
+    import pickle
+
+    manager = PrimeRewardManager(tokenizer, 0, num_processes=1, timeout=30)
+    try:
+        data, lengths = make_batch(tokenizer, ["#### 72"], ["72"])
+        manager(data)
+        copy = pickle.loads(pickle.dumps(manager))
+        assert copy.pool.workers == [] and len(manager.pool.workers) == 1
+        torch.testing.assert_close(copy(data), expected_tensor([1.0], lengths))
+        copy.close()
+    finally:
+        manager.close()

@@ -67,6 +67,7 @@ class ScoringPool:
         self.compute_score = compute_score
         self.num_processes = num_processes
         self.timeout = timeout
+        self.start_method = start_method
         self.context = multiprocessing.get_context(start_method)
         self.workers: list[_Worker] = []
 
@@ -131,5 +132,19 @@ class ScoringPool:
             self._stop_worker(worker)
         self.workers = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (e.g. sent to a Ray task) without its processes; the copy starts its own on first use."""
+        state = dict(self.__dict__)
+        state["workers"] = []
+        del state["context"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.context = multiprocessing.get_context(self.start_method)
+
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the processes are daemons and end with it anyway
+            pass
