@@ -3,7 +3,7 @@
 A problem is ``a ± b`` (``a ± b ± c ...`` with more operands): ``num_operands`` terms drawn uniformly
 from ``[0, max_operand]``, each sign + or - with probability 1/2. The prompt asks for the result after
 ``####`` and the ``arithmetic`` scorer (:mod:`verl.utils.reward_score.arithmetic`) checks it. The
-defaults (2 operands up to 99) are set so that SmolLM2-135M-Instruct starts low but above zero (see
+defaults (2 operands up to 49) are set so that SmolLM2-135M-Instruct starts low but above zero (see
 docs/data_and_rewards.md for the measured accuracy) and can improve with RL.
 """
 
@@ -24,7 +24,7 @@ class ArithmeticSpec:
     train_size: int = 8192
     test_size: int = 256
     num_operands: int = 2
-    max_operand: int = 99
+    max_operand: int = 49
     seed: int = 2024
 
 

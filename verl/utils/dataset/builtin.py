@@ -30,7 +30,7 @@ def _arithmetic_split(split: str) -> list[dict[str, Any]]:
     return make_split(split)
 
 
-register_builtin_task("arithmetic", "v2", _arithmetic_split)
+register_builtin_task("arithmetic", "v3", _arithmetic_split)
 
 
 def builtin_file(uri: str) -> str:

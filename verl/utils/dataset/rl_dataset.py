@@ -144,7 +144,7 @@ class RLHFDataset(Dataset):
             tools_kwargs=extra_info.get("tools_kwargs") or {},
             interaction_kwargs=extra_info.get("interaction_kwargs") or {},
         )
-        row.setdefault("extra_info", extra_info)
+        row["extra_info"] = extra_info
         if self.options.return_raw_chat:
             row["raw_prompt"] = messages
         if self.options.return_full_prompt:

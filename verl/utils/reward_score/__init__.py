@@ -64,4 +64,6 @@ def _register_builtin_scorers() -> None:
 
 _register_builtin_scorers()
 
+_default_compute_score = default_compute_score  # the name older verl code imports
+
 __all__ = ["default_compute_score", "get_scorer", "register_scorer"]
