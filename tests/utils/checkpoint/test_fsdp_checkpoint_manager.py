@@ -40,7 +40,7 @@ def _train(rank, world, model_path, batches, ckpt_root, resume_after):
         torch.randn(3)  # consume the RNG: restoring it must put the stream back where it was
         if resume_after:
             path = os.path.join(ckpt_root, f"global_step_{step}", "actor")
-            manager.save_checkpoint(path, global_step=step, max_ckpt_to_keep=2)
+            manager.save_checkpoint(path, global_step=step, max_ckpt_to_keep=1)
         if step == resume_after:
             engine, actor = build_actor(model_path, world, BATCH, shuffle=True)
             torch.manual_seed(1234)  # a different stream, which the load must undo
@@ -52,7 +52,7 @@ def _train(rank, world, model_path, batches, ckpt_root, resume_after):
 
 def test_save_load_continue_is_bit_identical(tmp_path):
     path = tiny_model_path("llama")
-    batches = [update_batch(seed) for seed in range(3)]
+    batches = [update_batch(seed) for seed in range(2)]
     straight, resumed = zip(*run_on_ranks(_straight_and_resumed, 2, path, batches, str(tmp_path)))
     for rank in range(2):
         assert straight[rank]["losses"] == resumed[rank]["losses"]
@@ -63,11 +63,11 @@ def test_save_load_continue_is_bit_identical(tmp_path):
         assert torch.equal(tensor, resumed[0]["params"][name]), name
 
     root = tmp_path / "b"
-    assert sorted(os.listdir(root)) == ["global_step_1", "global_step_2", "global_step_3"]
+    assert sorted(os.listdir(root)) == ["global_step_1", "global_step_2"]
     # rotation removed the oldest actor folder; no partial folder is left anywhere
     assert not (root / "global_step_1" / "actor").exists()
-    assert not any(name.endswith(".partial") for name in os.listdir(root / "global_step_3"))
-    hf = root / "global_step_3" / "actor" / "huggingface"
+    assert not any(name.endswith(".partial") for name in os.listdir(root / "global_step_2"))
+    hf = root / "global_step_2" / "actor" / "huggingface"
     assert (hf / "config.json").exists() and (hf / "tokenizer.json").exists()
 
 
