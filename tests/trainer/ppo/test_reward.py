@@ -114,3 +114,15 @@ def test_dapo_settings_default_from_overlong_buffer_and_max_response_length(toke
     assert (manager.max_resp_len, manager.buffer_len, manager.penalty_factor) == (24, 8, 0.5)
     naive = load_reward_manager(make_config(), tokenizer, num_examine=0)  # naive takes neither setting
     assert isinstance(naive, NaiveRewardManager)
+
+
+def test_custom_function_from_a_file_runs_in_prime_workers(tokenizer, reward_file):
+    config = make_config(reward_file, "my_score", manager="prime", manager_kwargs={"num_processes": 1, "timeout": 30})
+    manager = load_reward_manager(config, tokenizer, num_examine=0)
+    try:
+        data, lengths = make_batch(tokenizer, ["it is 7", "it is 8"], ["7", "7"], data_source="custom")
+        reward_tensor, extra = compute_reward(data, manager)
+        torch.testing.assert_close(reward_tensor, expected_tensor([1.0, 0.0], lengths))
+        assert extra["score_error"] == [0.0, 0.0] and extra["length"] == [7, 7]
+    finally:
+        manager.close()
