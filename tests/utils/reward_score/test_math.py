@@ -55,6 +55,12 @@ def test_compute_score(response, truth, score):
     assert math_score.compute_score(response, truth) == score
 
 
+def test_huge_boxed_answer_is_compared_as_text_only():
+    huge = "1+" * 50_000 + "1"
+    assert math_score.compute_score(f"\\boxed{{{huge}}}", "50001") == 0.0  # not expanded symbolically
+    assert math_score.compute_score(f"\\boxed{{{huge}}}", huge) == 1.0
+
+
 def test_long_response_with_final_box():
     response = "Let me think. " * 7_200 + "\\boxed{42}"
     assert len(response) > 100_000
