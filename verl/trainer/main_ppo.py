@@ -57,12 +57,16 @@ def prepare_config(config):
 
 
 def _ray_init_kwargs(config) -> dict[str, Any]:
-    """``ray.init`` arguments: no dashboard, and on CPU enough logical CPUs for the workers and the driver task."""
+    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers and the driver task; every
+    process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
         workers = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
         num_cpus = max(os.cpu_count() or 1, workers + 1)
+    from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
+
     env_vars = {
+        SEED_ENV: str(int(config.trainer.seed)),
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
         "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p),
@@ -73,7 +77,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
     return {
         "num_cpus": num_cpus,
         "include_dashboard": False,
-        "runtime_env": {"env_vars": env_vars},
+        "runtime_env": {"env_vars": env_vars, "worker_process_setup_hook": SETUP_HOOK},
         "log_to_driver": True,
     }
 
@@ -85,10 +89,14 @@ def _has_cuda() -> bool:
 
 
 def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True):
-    """verl's name for building the prompt dataset (see ``verl.trainer.ppo.data_loading``)."""
-    from verl.trainer.ppo.data_loading import create_rl_dataset as _create
+    """The prompt dataset (``verl.utils.dataset.create_rl_dataset``) with at most ``data.train_max_samples`` /
+    ``data.val_max_samples`` rows (-1: all)."""
+    from verl.utils.dataset import create_rl_dataset as _create
 
-    return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train)
+    max_samples = getattr(data_config, "train_max_samples" if is_train else "val_max_samples", -1)
+    return _create(
+        data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples or -1
+    )
 
 
 def run_ppo(config, task_runner_class=None) -> None:

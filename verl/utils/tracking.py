@@ -127,6 +127,8 @@ class ConsoleLogger:
         ("response_length/clip_ratio", "resp_clip"),
         ("perf/throughput", "tok/s"),
         ("timing_s/step", "step_s"),
+        ("train/loss", "loss"),
+        ("val/loss", "val_loss"),
     )
 
     def __init__(self, stream=None):

@@ -23,7 +23,6 @@ from tqdm import tqdm
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
 from verl.trainer.ppo import checkpointing, core_algos
-from verl.trainer.ppo.data_loading import create_dataloaders
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.metric_utils import (
     compute_data_metrics,
@@ -85,16 +84,38 @@ class RayPPOTrainer:
         if config.algorithm.use_kl_in_reward:
             self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
 
-        self.train_stream, self.val_dataloader = create_dataloaders(
-            train_dataset, val_dataset, config.data, total_epochs=int(config.trainer.total_epochs)
-        )
-        steps_in_data = len(self.train_stream) * int(config.trainer.total_epochs)
+        self._create_dataloader(train_dataset, val_dataset)
+        steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
         self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
         self._set_optimizer_horizon()
         self.global_steps = 0
         self.train_scores: list[float] = []
 
     # ------------------------------------------------------------------ setup
+
+    def _create_dataloader(self, train_dataset, val_dataset) -> None:
+        """Resumable loaders (``verl.utils.dataset.create_rl_dataloader``): training batches of
+        ``data.gen_batch_size`` (dynamic sampling) or ``data.train_batch_size`` prompts, validation in one batch
+        unless ``data.val_batch_size`` is set."""
+        from verl.utils.dataset import create_rl_dataloader
+
+        data = self.config.data
+        batch_size = getattr(data, "gen_batch_size", None) or data.train_batch_size
+        if len(train_dataset) < batch_size:
+            raise ValueError(
+                f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
+                "(data.train_batch_size / data.gen_batch_size); lower the batch size or add data"
+            )
+        self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
+        self.val_dataloader = None
+        if val_dataset is not None and len(val_dataset) > 0:
+            val_batch_size = getattr(data, "val_batch_size", None) or len(val_dataset)
+            self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
+
+    def _training_batches(self):
+        """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
+        while self.train_dataloader.epoch < int(self.config.trainer.total_epochs):
+            yield from self.train_dataloader
 
     def _set_optimizer_horizon(self) -> None:
         """Tell the actor's and critic's LR schedules how many steps the run has (``optim.total_training_steps``)."""
@@ -341,7 +362,7 @@ class RayPPOTrainer:
             )
         state = {
             "global_step": self.global_steps,
-            "dataloader": self.train_stream.state_dict(),
+            "dataloader": self.train_dataloader.state_dict(),
             "train_scores": list(self.train_scores),
         }
         if self.config.algorithm.use_kl_in_reward:
@@ -362,7 +383,7 @@ class RayPPOTrainer:
             self.critic_wg.load_checkpoint(f"{path}/critic")
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])
-        self.train_stream.load_state_dict(state["dataloader"])
+        self.train_dataloader.load_state_dict(state["dataloader"])
         self.train_scores = list(state.get("train_scores", []))
         if "kl_coef" in state:
             self.kl_ctrl_in_reward.value = state["kl_coef"]
@@ -381,7 +402,7 @@ class RayPPOTrainer:
                 return
 
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")
-        batches = iter(self.train_stream)
+        batches = self._training_batches()
         save_freq, test_freq = int(trainer.save_freq), int(trainer.test_freq)
         while self.global_steps < self.total_training_steps:
             self.global_steps += 1
@@ -396,7 +417,7 @@ class RayPPOTrainer:
             if save_freq > 0 and (is_last or self.global_steps % save_freq == 0):
                 self._save_checkpoint()
             metrics["training/global_step"] = self.global_steps
-            metrics["training/epoch"] = self.train_stream.epoch
+            metrics["training/epoch"] = self.train_dataloader.epoch
             logger.log(metrics, step=self.global_steps)
             progress.update(1)
         progress.close()
