@@ -24,6 +24,7 @@ from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
 from verl.trainer.ppo import checkpointing, core_algos
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
+from verl.trainer.ppo.generation_dump import dump_batch_generations
 from verl.trainer.ppo.metric_utils import (
     compute_data_metrics,
     compute_throughout_metrics,
@@ -217,6 +218,8 @@ class RayPPOTrainer:
                     metrics[name] = value
             with marked_timer("reward", timing_raw):
                 batch = self._score(batch)
+            if getattr(self.config.trainer, "rollout_data_dir", None):
+                dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
             if batcher.add(batch):
                 metrics.update(batcher.metrics())
                 return batcher.result()
@@ -344,6 +347,8 @@ class RayPPOTrainer:
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
             num_generations_to_print=int(getattr(self.config.trainer, "log_val_generations", 0) or 0),
+            dump_dir=getattr(self.config.trainer, "validation_data_dir", None),
+            step=self.global_steps,
         )
 
     def _save_checkpoint(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.trainer.ppo.generation_dump import dump_generations
 from verl.trainer.ppo.metric_utils import process_validation_metrics, validation_metrics_to_log
 from verl.trainer.ppo.reward import compute_reward
 
@@ -55,13 +56,19 @@ def run_validation(
     tokenizer,
     rollout_config: Any,
     num_generations_to_print: int = 0,
+    dump_dir: str | None = None,
+    step: int = 0,
 ) -> dict[str, float]:
-    """Generate, score and summarise the whole validation set; returns the flattened metric dict."""
+    """Generate, score and summarise the whole validation set; returns the flattened metric dict.
+
+    With ``dump_dir`` (``trainer.validation_data_dir``) every generation is also written to ``{dump_dir}/{step}.jsonl``.
+    """
     n = int(rollout_config.val_kwargs.n)
     sample_inputs: list[str] = []
     data_sources: list[str] = []
     extra_infos: dict[str, list[Any]] = defaultdict(list)
     printed: list[tuple[str, str, float]] = []
+    responses: list[str] = []
 
     for batch_dict in val_dataloader:
         batch = DataProto.from_single_dict(batch_dict)
@@ -83,12 +90,15 @@ def run_validation(
                 extra_infos[key].extend(values)
         sample_inputs.extend(prompts_text)
         data_sources.extend(batch.non_tensor_batch.get("data_source", np.array(["unknown"] * len(batch))).tolist())
-        if len(printed) < num_generations_to_print:
+        if len(printed) < num_generations_to_print or dump_dir:
             responses_text = tokenizer.batch_decode(batch.batch["responses"], skip_special_tokens=True)
             printed.extend(zip(prompts_text, responses_text, sequence_scores))
+            responses.extend(responses_text)
 
     for prompt, response, score in printed[:num_generations_to_print]:
         print(f"[validation] score={score:.3f}\n  prompt: {prompt!r}\n  response: {response!r}")
 
     infos = {key: values for key, values in extra_infos.items() if len(values) == len(sample_inputs)}
+    if dump_dir:
+        dump_generations(sample_inputs, responses, infos["reward"], infos, step, dump_dir)
     return validation_metrics_to_log(process_validation_metrics(data_sources, sample_inputs, infos))
