@@ -76,7 +76,7 @@ def _actor_rank(rank, world, model_path, batch, variants):
     return [_one_variant(rank, world, model_path, batch, *variant) for variant in variants]
 
 
-def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use_remove_padding):
+def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use_remove_padding, engine_overrides=None):
     from verl.protocol import DataProto
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
@@ -97,7 +97,7 @@ def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use
         optim=optim,
     )
     model_config = HFModelConfig(path=model_path, use_remove_padding=use_remove_padding)
-    engine = FSDPEngine(model_config, FSDPEngineConfig(), optim, role="actor").initialize()
+    engine = FSDPEngine(model_config, FSDPEngineConfig(**(engine_overrides or {})), optim, role="actor").initialize()
     actor = DataParallelPPOActor(config, engine.module, engine.optimizer, use_remove_padding=use_remove_padding)
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(world)[rank]
     data.meta_info.update(micro_batch_size=micro_bsz, use_dynamic_bsz=use_dynamic_bsz, max_token_len=24)

@@ -61,6 +61,16 @@ def _engine_rank(rank, world, model_path):
     _loss(engine, batch).backward()
     out["finite_grad_norm"] = engine.clip_and_step()
     out["changed_after_step"] = not torch.equal(weight.full_tensor(), before)
+
+    # clipping: with SGD(lr=1) the step moves the weights by exactly the clipped gradient (norm = max_norm)
+    from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
+
+    params = [p for p in engine.module.parameters() if p.requires_grad]
+    start = [p.full_tensor().clone() for p in params]
+    _loss(engine, batch).backward()
+    out["sgd_grad_norm"] = clip_grad_norm_and_step(engine.module, torch.optim.SGD(params, lr=1.0), max_norm=0.01)
+    deltas = [p.full_tensor() - s for p, s in zip(params, start)]
+    out["sgd_step_norm"] = torch.linalg.vector_norm(torch.cat([d.flatten() for d in deltas])).item()
     return out
 
 
@@ -78,6 +88,7 @@ def test_engine_sharding_weights_and_steps():
         assert out["grad_ckpt_max_diff"] < 1e-6
         assert math.isnan(out["nan_grad_norm"]) and out["unchanged_after_nan"]
         assert math.isfinite(out["finite_grad_norm"]) and out["changed_after_step"]
+        assert out["sgd_grad_norm"] > 0.01 and out["sgd_step_norm"] == pytest.approx(0.01, rel=1e-3)
 
 
 @pytest.mark.parametrize(

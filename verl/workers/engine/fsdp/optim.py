@@ -99,13 +99,21 @@ def clip_grad_norm_and_step(module: nn.Module, optimizer: torch.optim.Optimizer,
     """Clip the global grad norm of ``module``'s trainable parameters to ``max_norm`` (no clipping when it is
     None or <= 0) and step. On a non-finite norm the step is skipped and gradients are dropped, as in verl.
     Returns the pre-clip norm (a float; DTensor norms are gathered)."""
-    params = [p for p in module.parameters() if p.requires_grad]
+    from verl.utils.device import current_device
+
+    params = [p for p in module.parameters() if p.requires_grad and p.grad is not None]
+    if not params:
+        raise RuntimeError("no gradients to clip: run backward before clip_grad_norm_and_step")
     limit = max_norm if max_norm is not None and max_norm > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm=limit)
-    if hasattr(grad_norm, "full_tensor"):
-        grad_norm = grad_norm.full_tensor()
-    grad_norm = float(grad_norm)
+    total_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    # with parameter offload the gradients live on the CPU while the mesh reduces on the accelerator:
+    # reduce the (partial) norm on the compute device, as verl's fsdp2_clip_grad_norm_ does
+    total_norm = total_norm.to(current_device())
+    if hasattr(total_norm, "full_tensor"):
+        total_norm = total_norm.full_tensor()
+    grad_norm = float(total_norm)
     if math.isfinite(grad_norm):
+        torch.nn.utils.clip_grads_with_norm_(params, limit, total_norm.to(params[0].grad.device))
         optimizer.step()
     else:
         logging.getLogger(__name__).warning("non-finite grad norm %s: skipping this optimizer step", grad_norm)
