@@ -43,6 +43,10 @@ def _train_and_save(rank, world, model_path, ckpt_dir, lora_rank):
     engine.module.eval()
     with torch.no_grad():
         logits = engine.module(input_ids=PROBE).logits
+        base_logits = None
+        if lora_rank:  # the LoRA reference policy: the same module with its adapters switched off
+            with engine.module.disable_adapter():
+                base_logits = engine.module(input_ids=PROBE).logits
     merged = dict(engine.iter_full_state_dict())
     manager = FSDPCheckpointManager(
         engine.module, engine.optimizer, engine.lr_scheduler, AutoTokenizer.from_pretrained(model_path)
@@ -50,7 +54,7 @@ def _train_and_save(rank, world, model_path, ckpt_dir, lora_rank):
     manager.save_checkpoint(ckpt_dir, global_step=1)
     if rank:
         return None
-    return {"before": before, "after": after, "logits": logits, "merged": merged}
+    return {"before": before, "after": after, "logits": logits, "merged": merged, "base_logits": base_logits}
 
 
 def _merge(local_dir: str, target_dir: str) -> None:
@@ -97,6 +101,8 @@ def test_merged_checkpoint_reproduces_trained_logits(trained, tmp_path, lora_ran
 
     base = _logits_of(path)
     assert (result["logits"] - base).abs().max() > 1e-4  # the step changed the model's outputs
+    if lora_rank:
+        torch.testing.assert_close(result["base_logits"], base, atol=1e-5, rtol=1e-5)
     # weight-sync iterator: merged full weights in HF naming reproduce the trained/adapted logits
     synced = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     missing, unexpected = synced.load_state_dict(result["merged"], strict=False)
