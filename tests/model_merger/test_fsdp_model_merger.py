@@ -35,6 +35,7 @@ def _train_and_save(rank, world, model_path, ckpt_dir, lora_rank):
     from transformers import AutoTokenizer
 
     from verl.utils.checkpoint import FSDPCheckpointManager
+    from verl.workers.config import CheckpointConfig
 
     engine, actor = build_actor(model_path, world, 8, lora_rank=lora_rank, warmup_steps=0)
     before = _raw_state(engine.module)
@@ -48,8 +49,13 @@ def _train_and_save(rank, world, model_path, ckpt_dir, lora_rank):
             with engine.module.disable_adapter():
                 base_logits = engine.module(input_ids=PROBE).logits
     merged = dict(engine.iter_full_state_dict())
+    contents = ["model", "optimizer", "extra"] + ([] if lora_rank else ["hf_model"])
     manager = FSDPCheckpointManager(
-        engine.module, engine.optimizer, engine.lr_scheduler, AutoTokenizer.from_pretrained(model_path)
+        engine.module,
+        engine.optimizer,
+        engine.lr_scheduler,
+        AutoTokenizer.from_pretrained(model_path),
+        CheckpointConfig(save_contents=contents),
     )
     manager.save_checkpoint(ckpt_dir, global_step=1)
     if rank:
@@ -114,3 +120,5 @@ def test_merged_checkpoint_reproduces_trained_logits(trained, tmp_path, lora_ran
     assert any(name.endswith(".safetensors") for name in os.listdir(target))
     assert os.path.exists(os.path.join(target, "tokenizer.json"))
     torch.testing.assert_close(_logits_of(target), result["logits"], atol=1e-4, rtol=1e-4)
+    if not lora_rank:  # checkpoint.save_contents with hf_model: the huggingface/ folder is a loadable model too
+        torch.testing.assert_close(_logits_of(f"{ckpt}/huggingface"), result["logits"], atol=1e-4, rtol=1e-4)

@@ -13,6 +13,7 @@ The folder is written atomically (see ``atomic_dir``). The trainer's tracker fil
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -27,11 +28,13 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from verl.utils.checkpoint.atomic_dir import atomic_checkpoint_dir
-from verl.workers.engine.fsdp.weights import is_peft_model, lora_scaling
+from verl.workers.engine.fsdp.weights import is_peft_model, iter_full_state_dict, lora_scaling
 
 MODEL_OPTIM_DIR = "model_optim"
 HF_DIR = "huggingface"
 META_FILE = "fsdp_config.json"
+KNOWN_CONTENTS = ("model", "optimizer", "extra", "hf_model")
+DEFAULT_CONTENTS = ("model", "optimizer", "extra")
 STEP_DIR = re.compile(r"global_step_(\d+)")
 
 
@@ -56,6 +59,14 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+def _hf_class_name(module: nn.Module) -> str:
+    """Name of the Hugging Face class behind ``module`` (FSDP2 swaps in a subclass named ``FSDP<cls>``)."""
+    for cls in type(module).__mro__:
+        if cls.__module__.startswith("transformers."):
+            return cls.__name__
+    return type(module).__name__
 
 
 def _sibling_step_folders(local_path: str) -> list[str]:
@@ -94,12 +105,25 @@ class FSDPCheckpointManager:
         self.previous_saved_paths: list[str] = []
 
     # ------------------------------------------------------------------ save
-    def _state(self) -> dict:
-        if self.optimizer is None:
-            model_state, _ = get_state_dict(self.model, [])
-            return {"model": model_state}
-        model_state, optim_state = get_state_dict(self.model, self.optimizer)
-        return {"model": model_state, "optim": optim_state}
+    def _contents(self, which: str) -> set[str]:
+        """``checkpoint.save_contents`` / ``load_contents`` (verl's keys: model, optimizer, extra, hf_model)."""
+        config = self.checkpoint_config
+        contents = getattr(config, which, None) if config is not None else None
+        if contents is None and which == "load_contents":
+            contents = getattr(config, "save_contents", None) if config is not None else None
+        contents = set(contents or DEFAULT_CONTENTS)
+        unknown = contents - set(KNOWN_CONTENTS)
+        if unknown:
+            raise ValueError(f"checkpoint.{which} has unknown entries {sorted(unknown)}; known: {list(KNOWN_CONTENTS)}")
+        return contents
+
+    def _state(self, contents: set[str]) -> dict:
+        with_optimizer = self.optimizer is not None and "optimizer" in contents
+        model_state, optim_state = get_state_dict(self.model, self.optimizer if with_optimizer else [])
+        state = {"model": model_state} if "model" in contents else {}
+        if with_optimizer:
+            state["optim"] = optim_state
+        return state
 
     def save_checkpoint(
         self, local_path: str, hdfs_path: str | None = None, global_step: int = 0, max_ckpt_to_keep: int | None = None
@@ -109,20 +133,39 @@ class FSDPCheckpointManager:
         if hdfs_path is not None:
             raise NotImplementedError("hdfs_path is not supported; copy the local checkpoint folder instead")
         local_path = os.path.abspath(local_path)
+        contents = self._contents("save_contents")
         with atomic_checkpoint_dir(local_path) as tmp:
-            dcp.save(self._state(), checkpoint_id=os.path.join(tmp, MODEL_OPTIM_DIR))
-            extra = {"rng": rng_state(), "global_step": global_step}
-            if self.lr_scheduler is not None:
-                extra["lr_scheduler"] = self.lr_scheduler.state_dict()
-            torch.save(extra, os.path.join(tmp, f"extra_state_rank_{_rank()}.pt"))
+            state = self._state(contents)
+            if state:
+                dcp.save(state, checkpoint_id=os.path.join(tmp, MODEL_OPTIM_DIR))
+            if "extra" in contents:
+                extra = {"rng": rng_state(), "global_step": global_step}
+                if self.lr_scheduler is not None:
+                    extra["lr_scheduler"] = self.lr_scheduler.state_dict()
+                torch.save(extra, os.path.join(tmp, f"extra_state_rank_{_rank()}.pt"))
             if _rank() == 0:
                 self._save_hf_files(tmp)
+            if "hf_model" in contents:
+                self._save_hf_model(os.path.join(tmp, HF_DIR))
         self._rotate(local_path, max_ckpt_to_keep)
+
+    def _save_hf_model(self, hf_dir: str) -> None:
+        """Full weights (LoRA merged) as safetensors next to the config: a ready Hugging Face model folder.
+        Collective: every rank gathers, rank 0 writes."""
+        full = {name: tensor.cpu() for name, tensor in iter_full_state_dict(self.model)}
+        if _rank() == 0:
+            from verl.model_merger.base_model_merger import save_hf_model
+
+            save_hf_model(full, hf_dir, hf_dir)
+        if dist.is_initialized():
+            dist.barrier()
 
     def _save_hf_files(self, folder: str) -> None:
         base = self.model.get_base_model() if is_peft_model(self.model) else self.model
         hf_dir = os.path.join(folder, HF_DIR)
-        base.config.save_pretrained(hf_dir)
+        config = copy.deepcopy(base.config)
+        config.architectures = [_hf_class_name(base)]  # e.g. LlamaForTokenClassification for a critic
+        config.save_pretrained(hf_dir)
         if getattr(base, "generation_config", None) is not None and hasattr(base, "can_generate"):
             if base.can_generate():
                 base.generation_config.save_pretrained(hf_dir)
@@ -131,7 +174,7 @@ class FSDPCheckpointManager:
         meta = {
             "world_size": _world(),
             "role": self.role,
-            "architectures": list(getattr(base.config, "architectures", None) or []),
+            "architectures": config.architectures,
             "lora_scaling": lora_scaling(self.model) if is_peft_model(self.model) else None,
         }
         with open(os.path.join(folder, META_FILE), "w") as handle:
@@ -162,17 +205,22 @@ class FSDPCheckpointManager:
             raise NotImplementedError("hdfs_path is not supported; load from a local folder")
         if local_path is None:
             return
+        contents = self._contents("load_contents")
         model_optim = os.path.join(local_path, MODEL_OPTIM_DIR)
-        if not os.path.isdir(model_optim):
-            raise FileNotFoundError(f"{model_optim} is missing: {local_path} is not a complete FSDP checkpoint")
-        state = self._state()
-        dcp.load(state, checkpoint_id=model_optim)
-        if self.optimizer is None:
-            set_state_dict(self.model, [], model_state_dict=state["model"], optim_state_dict={})
-        else:
-            set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        state = self._state(contents)
+        if state:
+            if not os.path.isdir(model_optim):
+                raise FileNotFoundError(f"{model_optim} is missing: {local_path} is not a complete FSDP checkpoint")
+            dcp.load(state, checkpoint_id=model_optim)
+            with_optimizer = "optim" in state
+            set_state_dict(
+                self.model,
+                self.optimizer if with_optimizer else [],
+                model_state_dict=state.get("model", {}),
+                optim_state_dict=state.get("optim", {}),
+            )
         extra_path = os.path.join(local_path, f"extra_state_rank_{_rank()}.pt")
-        if os.path.exists(extra_path):
+        if "extra" in contents and os.path.exists(extra_path):
             extra = torch.load(extra_path, weights_only=False)
             set_rng_state(extra["rng"])
             if self.lr_scheduler is not None and "lr_scheduler" in extra:
