@@ -134,3 +134,24 @@ def test_misspelled_key_names_the_nearest_valid_one(tmp_path):
     assert proc.returncode != 0
     assert "trainer.total_epochs" in proc.stderr
     assert os.listdir(ray_tmpdir) == []
+
+
+def test_prepare_config_resolves_the_embedded_defaults():
+    from verl.trainer.config.loader import compose_config
+    from verl.trainer.main_ppo import prepare_config
+
+    config = prepare_config(compose_config([]))
+    assert config.data.train_files == "builtin://arithmetic/train"
+    assert config.data.val_files == "builtin://arithmetic/test"
+    assert config.algorithm.adv_estimator == "grpo"
+    expected_rollout = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+    assert config.actor_rollout_ref.rollout.name == expected_rollout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here")
+def test_prepare_config_rejects_a_logger_without_its_package():
+    from verl.trainer.config.loader import ConfigError, compose_config
+    from verl.trainer.main_ppo import prepare_config
+
+    with pytest.raises(ConfigError, match=r"pip install 'verl\[logging\]'"):
+        prepare_config(compose_config(["trainer.logger=[console,wandb]"]))
