@@ -34,4 +34,5 @@ python3 -m verl.trainer.main_ppo \
     trainer.nnodes=1 \
     trainer.save_freq=20 \
     trainer.test_freq=5 \
+    trainer.total_training_steps=null \
     trainer.total_epochs=15 "$@"
