@@ -413,7 +413,8 @@ class RayPPOTrainer:
             self.global_steps += 1
             try:
                 metrics = self.train_step(batches)
-            except StopIteration:
+            except StopIteration:  # the data ran out before total_training_steps (dynamic sampling drops prompts)
+                self.global_steps -= 1
                 break
             self.train_scores.append(metrics["critic/score/mean"])
             is_last = self.global_steps >= self.total_training_steps
