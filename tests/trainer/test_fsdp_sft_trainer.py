@@ -22,7 +22,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.support.models import smollm2_path, tiny_model_path
+from tests.trainer.test_main_generation import module_overrides
 from tests.utils.dataset.test_multiturn_sft_dataset import reference_loss_mask
+from verl.trainer.config.loader import CONFIG_DIR, _compose
+from verl.trainer.config.sft import SFTConfig, validate_typed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,3 +151,10 @@ def test_tiny_multiturn_lora_masking_and_exact_resume(tmp_path):
     for step in range(13, 25):
         assert resumed[step]["train/loss"] == pytest.approx(full[step]["train/loss"], rel=1e-6, abs=1e-7), step
         assert resumed[step]["train/lr(1e-3)"] == pytest.approx(full[step]["train/lr(1e-3)"], rel=1e-9)
+
+
+@pytest.mark.parametrize("script", sorted((REPO_ROOT / "examples" / "sft").rglob("*.sh")), ids=lambda p: p.name)
+def test_sft_example_composes(script):
+    overrides = module_overrides(script.read_text(), "verl.trainer.fsdp_sft_trainer")
+    assert any(arg.startswith("data.train_files=") for arg in overrides)
+    validate_typed(_compose(str(CONFIG_DIR), "sft_trainer", overrides), SFTConfig)

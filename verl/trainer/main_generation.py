@@ -82,16 +82,11 @@ class Generator:
         self.rollout, self.sharding_manager = build_rollout(config.rollout, config.model, tokenizer, self.engine.module)
 
     def _generate_share(self, rows: list[dict]) -> list[str]:
-        """This rank's share of ``rows``: ``len(share) * n`` texts, prompt i's samples contiguous."""
+        """``len(rows) * n`` texts, prompt i's samples contiguous (each rank generates an equal share)."""
         tensors = tokenize_prompts(rows, self.config.data.prompt_key, self.tokenizer, self.config.rollout.prompt_length)
-        batch = DataProto.from_dict(
-            tensors=tensors,
-            meta_info={
-                "eos_token_id": self.tokenizer.eos_token_id,
-                "pad_token_id": self.tokenizer.pad_token_id,
-                "n": self.config.data.n_samples,
-            },
-        )
+        meta_info = {"eos_token_id": self.tokenizer.eos_token_id, "pad_token_id": self.tokenizer.pad_token_id, "n": 1}
+        # n copies of each prompt, one sample each (also right for greedy decoding, which samples once per row)
+        batch = DataProto.from_dict(tensors=tensors, meta_info=meta_info).repeat(self.config.data.n_samples)
         batch, pad_size = pad_dataproto_to_divisor(batch, self.world_size)
         share = batch.chunk(self.world_size)[dist.get_rank()]
         output = self.sharding_manager.postprocess_data(
@@ -100,7 +95,7 @@ class Generator:
         texts: list[Any] = [None] * self.world_size
         dist.all_gather_object(texts, decode_responses(output, self.tokenizer))
         flat = [text for part in texts for text in part]
-        return flat[: len(flat) - pad_size * self.config.data.n_samples] if pad_size else flat
+        return flat[: len(flat) - pad_size]
 
     def generate(self, rows: list[dict]) -> list[list[str]]:
         """``n_samples`` responses for every row, in ``data.batch_size`` batches."""
@@ -135,7 +130,6 @@ def run_generation(config: DictConfig | GenerationConfig) -> str:
     from transformers import AutoTokenizer
 
     config = validate_typed(config, GenerationConfig)
-    config.rollout.n = config.data.n_samples
     data_path = os.path.expanduser(config.data.path)
     output_path = os.path.expanduser(config.data.output_path)
     if not os.path.isfile(data_path):
