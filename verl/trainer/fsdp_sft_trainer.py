@@ -28,6 +28,7 @@ from verl.trainer.sft.data import create_sft_dataset, create_train_stream, creat
 from verl.trainer.sft.distributed import all_reduce_sum, init_distributed, resolve_device
 from verl.trainer.sft.loss import loss_normalizer, next_token_target_mask, sft_nll_sum
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.engine.fsdp.engine import FSDPEngine
 from verl.workers.engine.fsdp.forward import forward_log_probs
 
@@ -78,7 +79,12 @@ class FSDPSFTTrainer:
         self.total_training_steps = steps_per_epoch * trainer.total_epochs
         if trainer.total_training_steps is not None:
             self.total_training_steps = min(self.total_training_steps, trainer.total_training_steps)
-        optim = dataclasses.replace(config.optim, total_training_steps=self.total_training_steps)
+        optim = dataclasses.replace(  # verl's SFT spellings win over the RL keys they alias
+            config.optim,
+            total_training_steps=self.total_training_steps,
+            lr_warmup_steps_ratio=config.optim.warmup_steps_ratio,
+            lr_scheduler_type=config.optim.lr_scheduler,
+        )
         self.engine = FSDPEngine(config.model, config.model.fsdp_config, optim, role="actor").initialize()
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, processing_class=tokenizer
@@ -168,6 +174,8 @@ class FSDPSFTTrainer:
         global_step = self.load_checkpoint()
         last_val: dict[str, float] = {}
         if global_step >= self.total_training_steps:
+            if self.rank == 0:
+                print(f"nothing to do: resumed at step {global_step} of {self.total_training_steps}")
             return
         for batch in self.train_stream:
             start = time.perf_counter()
@@ -212,6 +220,9 @@ def run_sft(config: DictConfig | SFTConfig) -> None:
     device = resolve_device(config.trainer.device)
     init_distributed(device)
     torch.manual_seed(config.trainer.seed)
+    if config.model.path in ("", DEFAULT_MODEL_PATH):  # a typed config built in Python, not from the YAML
+        config.model.path = config.model.partial_pretrain
+    config.model.use_remove_padding = config.model.use_remove_padding or config.use_remove_padding
     config.model.path = config.model.local_path  # resolve "default" once, before the ranks load
     tokenizer = _load_tokenizer(config.model)
     train_dataset = create_sft_dataset(config.data.train_files, config.data, tokenizer)

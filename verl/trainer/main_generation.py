@@ -109,6 +109,12 @@ class Generator:
                     print(f"generated {len(responses)}/{len(rows)} prompts", flush=True)
         return responses
 
+    def close(self) -> None:
+        """Stop the rollout engine (vLLM tears down its process groups) before the world is destroyed."""
+        shutdown = getattr(self.rollout, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
 
 def write_output(table, responses: list[list[str]], output_path: str) -> None:
     """``table`` plus the ``responses`` column, written atomically to ``output_path``."""
@@ -150,11 +156,15 @@ def run_generation(config: DictConfig | GenerationConfig) -> str:
     table = pq.read_table(data_path)
     if config.data.max_samples > 0:
         table = table.slice(0, config.data.max_samples)
-    responses = Generator(config, tokenizer).generate(table.to_pylist())
-    if dist.get_rank() == 0:
-        write_output(table, responses, output_path)
-        print(f"wrote {len(responses)} rows x {config.data.n_samples} responses to {output_path}")
-    dist.barrier()
+    generator = Generator(config, tokenizer)
+    try:
+        responses = generator.generate(table.to_pylist())
+        if dist.get_rank() == 0:
+            write_output(table, responses, output_path)
+            print(f"wrote {len(responses)} rows x {config.data.n_samples} responses to {output_path}")
+        dist.barrier()
+    finally:
+        generator.close()  # vLLM's shutdown also tears down the torch.distributed world
     return output_path
 
 
