@@ -97,6 +97,20 @@ def test_early_eos_and_length_limit(engine):
     assert short.batch["response_mask"].tolist() == [[1, 1]] * len(PROMPTS)
 
 
+def test_ignore_eos_generates_every_token(engine):
+    rollout, manager, model, tokenizer = engine
+    reference = hf_greedy_reference(model, tokenizer, PROMPTS, max_new_tokens=8)
+    rollout.config.ignore_eos = True
+    try:
+        with manager:
+            meta_info = {"do_sample": False, "eos_token_id": reference[0][2]}
+            output = rollout.generate_sequences(make_prompts(tokenizer, meta_info=meta_info))
+    finally:
+        rollout.config.ignore_eos = False
+    assert output.batch["responses"].tolist() == reference
+    assert bool(output.batch["response_mask"].all())
+
+
 def test_validate_uses_val_kwargs(engine):
     rollout, manager, model, tokenizer = engine
     with manager:

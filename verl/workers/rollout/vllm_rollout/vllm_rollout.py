@@ -80,14 +80,15 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         """``vllm.SamplingParams`` for one batch; ``logprobs=0`` returns the sampled token's log-prob."""
         from vllm import SamplingParams
 
+        ignore_eos = bool(getattr(self.config, "ignore_eos", False))
         return SamplingParams(
             n=settings.n,
             temperature=settings.temperature,
             top_p=settings.top_p,
             top_k=settings.top_k if settings.top_k > 0 else -1,
             max_tokens=settings.response_length,
-            stop_token_ids=list(settings.eos_token_ids),
-            ignore_eos=bool(getattr(self.config, "ignore_eos", False)),
+            stop_token_ids=[] if ignore_eos else list(settings.eos_token_ids),  # ignore_eos ignores these too
+            ignore_eos=ignore_eos,
             logprobs=0,
             detokenize=False,
         )
