@@ -12,6 +12,7 @@ python3 -m verl.trainer.main_ppo \
     algorithm.filter_groups.max_num_gen_batches=10 \
     data.train_files=$HOME/data/gsm8k/train.parquet \
     data.val_files=$HOME/data/gsm8k/test.parquet \
+    data.val_max_samples=-1 \
     data.train_batch_size=128 \
     data.gen_batch_size=192 \
     data.max_prompt_length=512 \
@@ -25,6 +26,8 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.ppo_mini_batch_size=32 \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.dtype=bfloat16 \
+    actor_rollout_ref.rollout.temperature=1.0 \
     actor_rollout_ref.rollout.n=8 \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.5 \
     reward_model.reward_manager=dapo \

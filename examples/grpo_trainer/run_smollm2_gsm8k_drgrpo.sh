@@ -7,6 +7,7 @@ python3 -m verl.trainer.main_ppo \
     algorithm.norm_adv_by_std_in_grpo=False \
     data.train_files=$HOME/data/gsm8k/train.parquet \
     data.val_files=$HOME/data/gsm8k/test.parquet \
+    data.val_max_samples=-1 \
     data.train_batch_size=64 \
     data.max_prompt_length=384 \
     data.max_response_length=256 \
@@ -18,6 +19,8 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.ppo_mini_batch_size=32 \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.dtype=bfloat16 \
+    actor_rollout_ref.rollout.temperature=1.0 \
     actor_rollout_ref.rollout.n=4 \
     trainer.logger='["console","file"]' \
     trainer.project_name='verl_grpo_example_gsm8k' \

@@ -15,6 +15,8 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.ppo_mini_batch_size=32 \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.dtype=bfloat16 \
+    actor_rollout_ref.rollout.temperature=1.0 \
     actor_rollout_ref.rollout.n=1 \
     critic.model.path=default \
     critic.optim.lr=1e-5 \
