@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from verl.trainer.config.sft import SFTConfig, validate_typed
 from verl.trainer.sft.checkpointing import load_sft_checkpoint, save_sft_checkpoint
 from verl.trainer.sft.data import create_sft_dataset, create_train_stream, create_val_loader
-from verl.trainer.sft.distributed import all_reduce_sum, init_distributed, resolve_device
+from verl.trainer.sft.distributed import all_reduce_sum, import_external_lib, init_distributed, resolve_device
 from verl.trainer.sft.loss import loss_normalizer, next_token_target_mask, sft_nll_sum
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 from verl.workers.config.model import DEFAULT_MODEL_PATH
@@ -224,6 +224,7 @@ def run_sft(config: DictConfig | SFTConfig) -> None:
         config.model.path = config.model.partial_pretrain
     config.model.use_remove_padding = config.model.use_remove_padding or config.use_remove_padding
     config.model.path = config.model.local_path  # resolve "default" once, before the ranks load
+    import_external_lib(config.model.external_lib)
     tokenizer = _load_tokenizer(config.model)
     train_dataset = create_sft_dataset(config.data.train_files, config.data, tokenizer)
     val_dataset = create_sft_dataset(config.data.val_files, config.data, tokenizer) if config.data.val_files else None

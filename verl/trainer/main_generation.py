@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from verl.protocol import DataProto, pad_dataproto_to_divisor
 from verl.trainer.config.generation import GenerationConfig
 from verl.trainer.config.sft import validate_typed
-from verl.trainer.sft.distributed import init_distributed, resolve_device
+from verl.trainer.sft.distributed import import_external_lib, init_distributed, resolve_device
 from verl.utils.dataset.padding import left_pad
 
 
@@ -150,7 +150,10 @@ def run_generation(config: DictConfig | GenerationConfig) -> str:
             f"launch with torchrun --nproc_per_node={expected} or set trainer.n_gpus_per_node={world_size}"
         )
     config.model.path = config.model.local_path
-    tokenizer = AutoTokenizer.from_pretrained(config.model.local_tokenizer_path)
+    import_external_lib(config.model.external_lib)
+    tokenizer = AutoTokenizer.from_pretrained(
+        config.model.local_tokenizer_path, trust_remote_code=config.model.trust_remote_code
+    )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     table = pq.read_table(data_path)

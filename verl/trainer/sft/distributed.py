@@ -41,6 +41,14 @@ def init_distributed(device: str) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def import_external_lib(module_name: str | None) -> None:
+    """Import ``model.external_lib`` (a module that registers custom Hugging Face classes) when set."""
+    if module_name:
+        import importlib
+
+        importlib.import_module(module_name)
+
+
 def all_reduce_sum(values: list[float]) -> list[float]:
     """Element-wise sum of ``values`` over all ranks (float64)."""
     tensor = torch.tensor(values, dtype=torch.float64)
