@@ -26,8 +26,12 @@ def get_device_id() -> int:
 
 
 def get_nccl_backend() -> str:
-    """Collective backend for the current device: ``"nccl"`` on GPU, ``"gloo"`` on CPU."""
-    return "nccl" if is_cuda_available() else "gloo"
+    """Collective backend for the current device: nccl for CUDA tensors (gloo kept for CPU ones) on GPU, gloo on CPU.
+
+    The CPU side matters on GPU too: small bookkeeping collectives (token counts, checkpoint barriers) run on CPU
+    tensors, which plain ``"nccl"`` refuses.
+    """
+    return "cpu:gloo,cuda:nccl" if is_cuda_available() else "gloo"
 
 
 def current_device() -> torch.device:

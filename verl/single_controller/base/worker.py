@@ -115,6 +115,11 @@ class Worker:
         self._master_port = os.environ.get("MASTER_PORT")
         if cuda_visible_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        if visible and "," not in visible:
+            # Ray shows each GPU actor only its own device, as device 0; torch (DeviceMesh, set_device) reads
+            # LOCAL_RANK as a device index, so it must name that device, not the node-local rank.
+            os.environ["LOCAL_RANK"] = "0"
         self.__dispatch_dp_rank: dict[str, int] = {}
         self.__collect_dp_rank: dict[str, bool] = {}
 
@@ -174,7 +179,7 @@ class Worker:
                 "or torchrun"
             )
         if backend is None:
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         timeout = timedelta(seconds=timeout_s if timeout_s is not None else get_collective_timeout_s())
         dist.init_process_group(
             backend=backend,
