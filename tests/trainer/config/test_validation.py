@@ -87,7 +87,7 @@ def test_train_batch_not_multiple_of_mini_batch():
 
 
 def test_micro_batch_must_divide_per_worker_mini_batch():
-    # 4 prompts * 8 responses / 2 workers = 16 sequences per worker (the demo presets); 5 does not divide 16.
+    # 8 prompts * 4 responses / 2 workers = 16 sequences per worker (the demo presets); 5 does not divide 16.
     message = _error(
         [
             "actor_rollout_ref.actor.use_dynamic_bsz=False",  # the shipped default (demo preset) batches by tokens
@@ -96,7 +96,7 @@ def test_micro_batch_must_divide_per_worker_mini_batch():
         ]
     )
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5 must divide" in message
-    assert "4*8/2 = 16" in message
+    assert "8*4/2 = 16" in message
 
 
 def test_lengths_exceed_rollout_context():
