@@ -78,9 +78,11 @@ class Worker:
         return instance
 
     def _configure_before_init(self, group_prefix: str, rank: int) -> None:
-        """Rank 0 publishes the rendezvous address; the others wait for it and put it in their environment."""
-        if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
-            return
+        """Rank 0 publishes the rendezvous address; the others wait for it and put it in their environment.
+
+        Always done for a worker-group member: a MASTER_ADDR/MASTER_PORT inherited from the driver's environment
+        (Ray workers inherit it) would be shared by every worker group and collide.
+        """
         from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
 
         key = rendezvous_key(group_prefix)
