@@ -4,6 +4,13 @@
 * one ``update_policy`` step equals a PPO step written out here by hand (clipped surrogate + entropy bonus
   + low-variance KL, token-mean over the whole mini-batch, grad clipping, AdamW) — same loss, grad norm and
   parameters — on 2 ranks and 1 rank, with several micro-batch splits and dynamic batch size.
+
+The update is checked where the math determines it, so that it holds under any summation order (ranks,
+micro-batches, threads, BLAS kernels). The clipped gradients just before the AdamW step must equal the reference's
+within float32 summation error. Adam's first step moves an entry by ``lr * g / (|g| + eps)``, about
+``lr * sign(g)`` once ``|g| >> eps``: where a gradient is a rounding error away from zero its sign, so ``+lr`` or
+``-lr``, depends on the order. So the parameters must equal that step applied by hand to the actor's own
+gradients everywhere, and equal the reference step where the gradient is well away from zero.
 """
 
 from __future__ import annotations
@@ -16,6 +23,11 @@ from tests.workers.engine.fsdp.distributed import reference_log_probs, rollout_b
 
 LR, EPS, WD, CLIP, ENT, KL = 1e-3, 1e-6, 0.01, 0.2, 0.01, 0.1
 BATCH = 8
+# Each gradient entry is a float32 sum over a few hundred tokens: two summation orders differ by about
+# n * 2^-24 ~ 1e-5 of the tensor's largest entry in the worst case (measured: 2e-6). GRAD_RTOL is that bound.
+GRAD_RTOL = 2e-5
+PARAM_ATOL = 2e-6
+TIED = {"lm_head.weight": "model.embed_tokens.weight"}  # the tiny Llama ties its output layer to the embedding
 
 
 def make_update_batch(model_path: str) -> dict[str, torch.Tensor]:
@@ -35,7 +47,7 @@ def make_update_batch(model_path: str) -> dict[str, torch.Tensor]:
 
 
 def reference_step(model_path: str, batch: dict[str, torch.Tensor]):
-    """One PPO step in plain PyTorch: returns (pg_loss, grad_norm, params after the step)."""
+    """One PPO step in plain PyTorch: returns (pg_loss, grad_norm, clipped grads, params before and after)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -65,10 +77,34 @@ def reference_step(model_path: str, batch: dict[str, torch.Tensor]):
     kl = (torch.exp(delta) - delta - 1).clamp(-10, 10)  # k3 / low_var_kl (Schulman 2020)
     kl_loss = (kl * mask).sum() / n_tokens
     loss = pg_loss - ENT * entropy_mean + KL * kl_loss
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    grad_by_storage = {p.data_ptr(): p.grad.detach().clone() for p in model.parameters()}
+    # keyed by state-dict name, so a tied weight (lm_head.weight = embed_tokens.weight) gets its parameter's grad
+    grads = {k: grad_by_storage[v.data_ptr()] for k, v in model.state_dict().items() if v.data_ptr() in grad_by_storage}
     torch.optim.AdamW(model.parameters(), lr=LR, eps=EPS, weight_decay=WD).step()
-    return pg_loss.item(), grad_norm.item(), {k: v.detach().clone() for k, v in model.state_dict().items()}
+    after = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return pg_loss.item(), grad_norm.item(), grads, before, after
+
+
+def assert_grads_match(name: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Clipped gradients agree within float32 summation error relative to the tensor's largest entry."""
+    tolerance = GRAD_RTOL * float(expected.abs().max())
+    torch.testing.assert_close(actual, expected, atol=tolerance, rtol=0, msg=name)
+
+
+def assert_adamw_step_matches(name: str, actual, expected, actor_grad, ref_grad, before) -> None:
+    """AdamW's first step by hand, ``p (1 - lr wd) - lr g / (|g| + eps)`` (bias-corrected moments are ``g`` and
+    ``g^2``), on the actor's gradients; and the reference's parameters where ``|g| > 100 eps`` (the step is then
+    ``lr * sign(g)`` to within 1 % and the sign is far beyond float32 summation error)."""
+    if ref_grad is None:  # a buffer: unchanged by the step
+        torch.testing.assert_close(actual, expected, atol=PARAM_ATOL, rtol=0, msg=name)
+        return
+    by_hand = before * (1 - LR * WD) - LR * actor_grad / (actor_grad.abs() + EPS)
+    torch.testing.assert_close(actual, by_hand, atol=PARAM_ATOL, rtol=0, msg=f"{name}: AdamW step by hand")
+    clear = ref_grad.abs() > 100 * EPS
+    torch.testing.assert_close(actual[clear], expected[clear], atol=PARAM_ATOL, rtol=0, msg=f"{name}: reference")
 
 
 def _actor_rank(rank, world, model_path, batch, variants):
@@ -102,9 +138,17 @@ def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(world)[rank]
     data.meta_info.update(micro_batch_size=micro_bsz, use_dynamic_bsz=use_dynamic_bsz, max_token_len=24)
     log_probs, entropys = actor.compute_log_prob(data, calculate_entropy=True)
+    grads = {}
+
+    def capture_clipped_grads(optimizer, args, kwargs):  # runs on every rank right before the AdamW step
+        for name, param in engine.module.named_parameters():
+            grads[name] = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad.clone()
+
+    engine.optimizer.register_step_pre_hook(capture_clipped_grads)
     metrics = actor.update_policy(data)
     params = dict(engine.iter_full_state_dict())
-    return {"log_probs": log_probs, "entropys": entropys, "metrics": metrics, "params": params if rank == 0 else None}
+    out = {"log_probs": log_probs, "entropys": entropys, "metrics": metrics}
+    return {**out, "params": params, "grads": grads} if rank == 0 else out
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +168,7 @@ VARIANTS = {  # world size -> [(micro_bsz, use_dynamic_bsz, use_remove_padding)]
 def test_update_matches_plain_reference_step(setup, world):
     from transformers import AutoModelForCausalLM
 
-    path, batch, (ref_pg_loss, ref_grad_norm, ref_params) = setup
+    path, batch, (ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params) = setup
     per_rank = run_on_ranks(_actor_rank, world, path, batch, VARIANTS[world])
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     with torch.no_grad():
@@ -139,7 +183,12 @@ def test_update_matches_plain_reference_step(setup, world):
         metrics = results[0]["metrics"]
         assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
         assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
+        for name, expected in ref_grads.items():
+            if name in results[0]["grads"]:
+                assert_grads_match(name, results[0]["grads"][name], expected)
         for name, expected in ref_params.items():
-            torch.testing.assert_close(results[0]["params"][name], expected, atol=2e-6, rtol=0, msg=name)
+            actual = results[0]["params"][name]
+            actor_grad = results[0]["grads"].get(TIED.get(name, name))
+            assert_adamw_step_matches(name, actual, expected, actor_grad, ref_grads.get(name), ref_before[name])
         moved = results[0]["params"]["model.layers.0.mlp.up_proj.weight"] - model.model.layers[0].mlp.up_proj.weight
         assert moved.abs().max() > LR / 2  # the step really moved the weights
