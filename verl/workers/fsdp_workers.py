@@ -11,6 +11,9 @@ DictConfig with the same keys.
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import ray
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
@@ -27,6 +30,8 @@ ROLES = {
     "actor_rollout_ref": {"actor", "rollout", "ref"},
 }
 DP_MESH = "actor"
+ROLLOUT_SERVER_GROUP = "rollout_server"
+"""Ray concurrency group of ``generate``: agent loops' requests run side by side, the training calls stay serial."""
 
 
 def load_tokenizer(model_config):
@@ -40,15 +45,41 @@ def load_tokenizer(model_config):
 
 
 class RolloutRole:
-    """Generation: the rollout engine built by ``build_rollout`` plus its weight-sync manager."""
+    """Generation: the rollout engine built by ``build_rollout`` plus its weight-sync manager, and with
+    ``rollout.mode=async`` the request server around the engine (:mod:`verl.workers.rollout.async_server`)."""
 
     def __init__(self, rollout_config, model_config, tokenizer, actor_module, device_mesh=None):
         from verl.workers.rollout import build_rollout
+        from verl.workers.rollout.async_server import get_async_server_class
 
         self.config = rollout_config
         self.rollout, self.sharding_manager = build_rollout(
             rollout_config, model_config, tokenizer, actor_module, device_mesh
         )
+        self.server = None
+        if getattr(rollout_config, "mode", "sync") == "async":
+            self.server = get_async_server_class(rollout_config.name)(self.rollout)
+
+    def _require_server(self):
+        if self.server is None:
+            raise RuntimeError("wake_up / sleep / generate serve agent loops: set actor_rollout_ref.rollout.mode=async")
+        return self.server
+
+    def wake_up(self) -> dict[str, float]:
+        """Enter rollout mode (weights synced, engine awake) and start serving; returns the sync metrics."""
+        server = self._require_server()
+        self.sharding_manager.__enter__()
+        server.start()
+        return dict(self.sharding_manager.metrics)
+
+    def sleep(self) -> dict[str, float]:
+        """Stop serving and leave rollout mode (engine memory released); returns the memory metrics."""
+        self._require_server().stop()
+        self.sharding_manager.__exit__(None, None, None)
+        return dict(self.sharding_manager.metrics)
+
+    def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str):
+        return self._require_server().generate(prompt_ids, sampling_params, request_id)
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         start = time.perf_counter()
@@ -62,6 +93,9 @@ class RolloutRole:
 
 
 class ActorRolloutRefWorker(Worker):
+    ray_concurrency_groups = {ROLLOUT_SERVER_GROUP: 1024}
+    """Threads for concurrent ``generate`` calls (created on demand by Ray)."""
+
     def __init__(self, config, role: str):
         super().__init__()
         if role not in ROLES:
@@ -109,6 +143,22 @@ class ActorRolloutRefWorker(Worker):
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self._require("rollout", "generate_sequences").generate_sequences(prompts)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def wake_up(self) -> dict[str, float]:
+        """``rollout.mode=async``: sync the actor's weights into the engine and start its request server."""
+        return self._require("rollout", "wake_up").wake_up()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def sleep(self) -> dict[str, float]:
+        """``rollout.mode=async``: stop the request server and give the engine's memory back to training."""
+        return self._require("rollout", "sleep").sleep()
+
+    @register(dispatch_mode=Dispatch.DIRECT_ROLLOUT_METHOD)
+    @ray.method(concurrency_group=ROLLOUT_SERVER_GROUP)
+    def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str):
+        """One model turn (a ``TokenOutput``) on this replica; agent loops call the tensor-parallel leader directly."""
+        return self._require("rollout", "generate").generate(prompt_ids, sampling_params, request_id)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
     def compute_log_prob(self, data: DataProto) -> DataProto:

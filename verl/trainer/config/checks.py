@@ -12,6 +12,7 @@ import importlib
 import sys
 from typing import Any
 
+from verl.trainer.config.agent_checks import rollout_mode_errors
 from verl.trainer.config.registry_names import static_names
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.trainer import LOGGER_NAMES
@@ -273,6 +274,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _reward_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
+    errors += rollout_mode_errors(cfg)
     return errors
 
 

@@ -33,6 +33,7 @@ from verl.trainer.ppo.metric_utils import (
     reward_trend_summary,
 )
 from verl.trainer.ppo.reward import compute_reward
+from verl.trainer.ppo.rollout_modes import build_rollout_generator
 from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
 from verl.trainer.ppo.validation import run_validation, split_generation_inputs
 from verl.trainer.ppo.worker_groups import build_worker_groups
@@ -149,6 +150,7 @@ class RayPPOTrainer:
                 worker_group.init_model()
         if self.ref_in_actor:
             self.ref_policy_wg = self.actor_rollout_wg
+        self.rollout_generator = build_rollout_generator(self.config, self.actor_rollout_wg)
 
     # ------------------------------------------------------------------ one training step, phase by phase
 
@@ -174,8 +176,8 @@ class RayPPOTrainer:
         """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
         gen_batch = split_generation_inputs(batch)
         gen_batch.meta_info = self._generation_meta(do_sample)
-        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.actor_rollout_wg.world_size)
-        output = unpad_dataproto(self.actor_rollout_wg.generate_sequences(gen_batch), pad_size)
+        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.rollout_generator.world_size)
+        output = unpad_dataproto(self.rollout_generator.generate_sequences(gen_batch), pad_size)
         worker_metrics = {f"timing_s/{k}": v for k, v in output.meta_info.pop("timing", {}).items()}
         worker_metrics.update(output.meta_info.pop("metrics", {}))
         batch = batch.union(output)
@@ -342,7 +344,7 @@ class RayPPOTrainer:
             return {}
         return run_validation(
             self.val_dataloader,
-            self.actor_rollout_wg,
+            self.rollout_generator,
             self.val_reward_fn,
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
