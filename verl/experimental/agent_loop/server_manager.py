@@ -7,6 +7,7 @@ conversation so far. Each call is one request to the replica leader's ``generate
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections import OrderedDict
@@ -28,10 +29,22 @@ class ServerHandle:
         return await getattr(self.actor, self.method_name).remote(prompt_ids, sampling_params, request_id)
 
 
+@dataclass(frozen=True)
+class LocalServerHandle:
+    """A server in this process (scripts and tests without Ray): calls run in the event loop's thread pool."""
+
+    server: Any
+    replica_rank: int = 0
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str) -> TokenOutput:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.server.generate, prompt_ids, sampling_params, request_id)
+
+
 class AsyncLLMServerManager:
     """Least-requests load balancing with sticky sessions over ``server_handles``."""
 
-    def __init__(self, config: Any, server_handles: list[ServerHandle], max_cache_size: int = 10000):
+    def __init__(self, config: Any, server_handles: list[Any], max_cache_size: int = 10000):
         if not server_handles:
             raise ValueError("AsyncLLMServerManager needs at least one server handle")
         self.config = config

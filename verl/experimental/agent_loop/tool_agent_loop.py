@@ -67,6 +67,8 @@ class AgentData:
 class ToolAgentLoop(AgentLoopBase):
     """See the module docstring; tools and interactions come from ``rollout.multi_turn``."""
 
+    _warned_mismatch = False
+
     @classmethod
     def init_class(cls, config: Any, tokenizer: Any, processor: Any, **kwargs) -> None:
         if cls._class_initialized:
@@ -244,9 +246,12 @@ class ToolAgentLoop(AgentLoopBase):
         mismatch = not self.chat.sanity_check(
             data.messages, data.prompt_ids + data.response_ids, self.multi_turn.tokenization_sanity_check_mode
         )
-        if mismatch:
+        if mismatch and not ToolAgentLoop._warned_mismatch:
+            ToolAgentLoop._warned_mismatch = True  # counted per trajectory in agent_loop/tokenization_mismatch
             logger.warning(
-                "turn-by-turn token ids differ from the whole chat's tokenization (request %s)", data.request_id
+                "turn-by-turn token ids differ from the whole chat's tokenization (the model sampled a "
+                "non-canonical tokenization, or the template renders turns differently); training uses the "
+                "sampled ids. Logged once; see agent_loop/tokenization_mismatch/mean"
             )
         return AgentLoopOutput(
             prompt_ids=data.prompt_ids,
