@@ -15,6 +15,7 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.model.path=default \
     actor_rollout_ref.actor.optim.lr=2e-5 \
     actor_rollout_ref.actor.ppo_mini_batch_size=4 \
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2048 \
     actor_rollout_ref.rollout.name=vllm \
     actor_rollout_ref.rollout.mode=async \
     actor_rollout_ref.rollout.agent.num_workers=2 \

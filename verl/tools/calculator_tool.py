@@ -68,7 +68,7 @@ def _evaluate(node: ast.AST) -> int | float:
         if isinstance(value, int) and len(str(abs(value))) > MAX_DIGITS:
             raise CalculatorError(f"the result has more than {MAX_DIGITS} digits")
         return value
-    raise CalculatorError(f"unsupported syntax: {ast.unparse(node) if hasattr(ast, 'unparse') else node!r}")
+    raise CalculatorError(f"unsupported syntax: {ast.unparse(node)}")
 
 
 def evaluate_expression(expression: str) -> str:

@@ -83,7 +83,7 @@ class AgentLoopManager:
         self.worker_group = worker_group
         rollout = config.actor_rollout_ref.rollout
         self.server_handles = server_handles(worker_group, int(rollout.tensor_model_parallel_size))
-        worker_cls = ray.remote(AgentLoopWorker)
+        worker_cls = ray.remote(num_cpus=0)(AgentLoopWorker)  # asyncio and I/O only: never wait for a free CPU
         self.agent_loop_workers = [
             worker_cls.options(name=f"agent_loop_worker_{i}_{id(self):x}").remote(config, self.server_handles)
             for i in range(int(rollout.agent.num_workers))

@@ -9,13 +9,14 @@ from verl.workers.config.optimizer import OptimConfig
 from verl.workers.config.ref import RefConfig
 from verl.workers.config.reward_model import OverlongBufferConfig, RewardModelConfig
 from verl.workers.config.roles import CheckpointConfig, EngineRoleConfig, ForwardConfig, LogProbConfig, PPOUpdateConfig
-from verl.workers.config.rollout import RolloutConfig, SamplingConfig
+from verl.workers.config.rollout import AgentLoopConfig, MultiTurnConfig, RolloutConfig, SamplingConfig
 
 FSDPOptimizerConfig = OptimConfig
 """verl's name of the FSDP optimizer config."""
 
 __all__ = [
     "ActorConfig",
+    "AgentLoopConfig",
     "BaseConfig",
     "CheckpointConfig",
     "CriticConfig",
@@ -29,6 +30,7 @@ __all__ = [
     "ForwardConfig",
     "HFModelConfig",
     "LogProbConfig",
+    "MultiTurnConfig",
     "OptimConfig",
     "OverlongBufferConfig",
     "PPOUpdateConfig",

@@ -116,6 +116,8 @@ class AsyncvLLMServer(AsyncRolloutServer):
         future: Future = Future()
         engine_id = f"{request_id}-{next(self._counter)}"  # one agent loop reuses its id across turns
         with self._condition:
+            if self._error is not None:
+                raise RuntimeError("the vLLM serving loop failed; see the cause") from self._error
             if self._thread is None or self._stopping:
                 raise RuntimeError("the rollout server is not serving: wake_up the worker group first")
             self._futures[engine_id] = future
