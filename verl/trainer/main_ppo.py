@@ -33,7 +33,8 @@ def prepare_config(config):
 
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
-    - ``actor_rollout_ref.rollout.name=vllm`` falls back to ``hf`` when vLLM is not installed;
+    - ``actor_rollout_ref.rollout.name=vllm`` falls back to ``hf`` when vLLM is not installed; ``sglang`` without
+      SGLang installed fails;
     - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``.
     The model path sentinel (``default``) is resolved by the processes that load the model.
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
@@ -53,6 +54,13 @@ def prepare_config(config):
     if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
         print("vLLM is not installed: using the HF rollout (actor_rollout_ref.rollout.name=hf).")
         rollout.name = "hf"
+    if rollout.name == "sglang" and importlib.util.find_spec("sglang") is None:
+        raise ConfigError(
+            [
+                "actor_rollout_ref.rollout.name=sglang but SGLang is not installed: pip install -e '.[sglang]' "
+                "(GPU machines), or pick rollout.name=vllm / hf"
+            ]
+        )
     return typed
 
 

@@ -23,3 +23,10 @@ def test_static_names_match_live_registry(registry, module, attribute):
 
         live = getattr(algos_registry, attribute, None) or getattr(rm_registry, attribute)
     assert static_names(registry) == frozenset(live)
+
+
+def test_rollout_names_read_from_source_are_the_builtin_backends():
+    # the decorators in verl/workers/rollout name exactly the backends the registry imports lazily (no engine import)
+    from verl.workers.rollout.registry import _BUILTIN_MODULES
+
+    assert static_names("rollout") == frozenset(_BUILTIN_MODULES) == frozenset({"hf", "vllm", "sglang"})

@@ -51,8 +51,8 @@ def test_wrong_type_names_key():
 def test_disallowed_value_lists_allowed_values():
     message = _error(["actor_rollout_ref.actor.strategy=megatron"])
     assert "actor_rollout_ref.actor.strategy='megatron' is not allowed; allowed values: fsdp, fsdp2" in message
-    message = _error(["actor_rollout_ref.rollout.name=sglang"])
-    assert "actor_rollout_ref.rollout.name='sglang' is not allowed; allowed values: vllm, hf" in message
+    message = _error(["actor_rollout_ref.rollout.name=trtllm"])
+    assert "actor_rollout_ref.rollout.name='trtllm' is not registered; registered: hf, sglang, vllm" in message
     message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"])
     assert "ulysses_sequence_parallel_size=2 is not allowed; allowed values: 1" in message
     message = _error(["actor_rollout_ref.actor.kl_loss_type=k9"])

@@ -12,8 +12,8 @@ def test_hf_resolves_to_hf_rollout():
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match=r"unknown rollout name 'sglang'.*'hf'.*'vllm'"):
-        get_rollout_class("sglang")
+    with pytest.raises(ValueError, match=r"unknown rollout name 'trtllm'.*'hf', 'sglang', 'vllm'"):
+        get_rollout_class("trtllm")
 
 
 def test_register_custom_and_reject_duplicates():

@@ -297,8 +297,21 @@ def _registry_error(module: str, getter: str, registry: str, name: str, key: str
     return None
 
 
+def rollout_name_error(name: str, key: str = "actor_rollout_ref.rollout.name") -> str | None:
+    """An unregistered rollout backend, listing the registered ones; no engine is imported (built-in names are
+    read from the source, the live registry is consulted only for other names)."""
+    if name in (static_names("rollout") or ()):
+        return None
+    from verl.workers.rollout.registry import registered_rollout_names
+
+    known = registered_rollout_names()
+    if name in known:
+        return None
+    return f"{key}={name!r} is not registered; registered: {', '.join(known)}"
+
+
 def registry_errors(cfg: PPOConfig) -> list[str]:
-    """Names that the advantage-estimator, policy-loss and reward-manager registries do not know."""
+    """Names that the advantage-estimator, policy-loss, reward-manager and rollout registries do not know."""
     lookups = (
         ("verl.trainer.ppo.core_algos", "get_adv_estimator_fn", "ADV_ESTIMATOR_REGISTRY",
          cfg.algorithm.adv_estimator, "algorithm.adv_estimator", "adv_estimator"),
@@ -308,4 +321,6 @@ def registry_errors(cfg: PPOConfig) -> list[str]:
         ("verl.workers.reward_manager", "get_reward_manager_cls", "REWARD_MANAGER_REGISTRY",
          cfg.reward_model.reward_manager, "reward_model.reward_manager", "reward_manager"),
     )  # fmt: skip
-    return [e for e in (_registry_error(*lookup) for lookup in lookups) if e]
+    errors = [e for e in (_registry_error(*lookup) for lookup in lookups) if e]
+    rollout_error = rollout_name_error(cfg.actor_rollout_ref.rollout.name)
+    return errors + ([rollout_error] if rollout_error else [])

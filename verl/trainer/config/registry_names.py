@@ -17,6 +17,7 @@ REGISTRIES = {
     "adv_estimator": ("verl.trainer.ppo.algos", "register_adv_est"),
     "policy_loss": ("verl.trainer.ppo.algos", "register_policy_loss"),
     "reward_manager": ("verl.workers.reward_manager", "register"),
+    "rollout": ("verl.workers.rollout", "register_rollout"),
 }
 """Registry -> (package whose source is scanned, decorator name)."""
 
