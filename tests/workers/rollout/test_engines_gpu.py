@@ -35,11 +35,14 @@ either way, and the sequences may part there."""
 
 
 def _prompts(tokenizer, texts=PROMPTS, meta_info=None) -> DataProto:
+    """Left-padded prompts; EOS and pad ids from the tokenizer, as the trainer sends them."""
     encoded = tokenizer(texts, return_tensors="pt", padding="max_length", max_length=PROMPT_LENGTH, padding_side="left")
     positions = torch.clip(encoded.attention_mask.cumsum(-1) - 1, min=0)
+    meta = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    meta.update(meta_info or {"do_sample": False})
     return DataProto.from_dict(
         tensors=dict(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask, position_ids=positions),
-        meta_info=dict(meta_info or {"do_sample": False}),
+        meta_info=meta,
     )
 
 
@@ -190,10 +193,11 @@ def test_release_frees_the_kv_cache_and_wake_generates_the_same(engine):
     name, rollout, manager, actor, tokenizer = engine
     with manager:
         before = _engine_rows(rollout.generate_sequences(_prompts(tokenizer)))
+        kv_bytes = _kv_cache_bytes(name, rollout)
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # this process's cached blocks are not the engine's: keep them out of the count
         free_awake, _ = torch.cuda.mem_get_info()
     free_asleep, _ = torch.cuda.mem_get_info()
-    kv_bytes = _kv_cache_bytes(name, rollout)
     freed = free_asleep - free_awake
     print(f"{name}: released {freed / 2**30:.2f} GiB; KV cache {kv_bytes / 2**30:.2f} GiB")
     print(f"{name}: timing_s/release_memory {manager.metrics['timing_s/release_memory']:.4f}")
