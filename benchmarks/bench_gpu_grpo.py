@@ -217,7 +217,8 @@ def run_verl(args, engine: str, out: Path, sampler: MemorySampler) -> list[dict]
 def run_json_lines(args, name: str, module: str, extra: list[str], engine: str | None, out: Path) -> list[dict]:
     """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines."""
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
+    env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
     command = [sys.executable, "-m", module, "--model", args.model, "--data", str(Path(args.data) / "train.parquet")]
     records: list[dict] = []
 

@@ -4,7 +4,8 @@
 # file once (vLLM and SGLang share ~50 MB of wheels), plus the embedded SmolLM2 GGUF:
 #
 #   benchmarks/gpu/stage.sh [VLLM_LIST] [SGLANG_LIST]   (defaults: ../shared/device/gpu-vllm.txt, gpu-sglang.txt;
-#                                                        the common set is benchmarks/gpu/common.txt)
+#                                                        the common set is benchmarks/gpu/common.txt; a set's
+#                                                        benchmarks/gpu/<set>-extra.txt is appended to it)
 #
 # It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most 60 MiB. Make one device call per part,
 # in order, on the same warm machine:
@@ -38,6 +39,8 @@ for set in common vllm sglang; do
   list_var="${set}_list"; list=${!list_var}
   mkdir -p "$cache/$set"
   specs "$list" > "$work/$set.req"
+  extra=benchmarks/gpu/$set-extra.txt  # pins the shared lists miss (see the file)
+  [ -f "$extra" ] && specs "$extra" >> "$work/$set.req"
   if ! python3 -m pip download -q "${binary[@]}" -d "$cache/$set" -r "$work/$set.req" 2>/dev/null; then
     while read -r spec; do  # one by one; pure-Python sdists (antlr4 4.9.3) are built into wheels here
       python3 -m pip download -q "${binary[@]}" -d "$cache/$set" "$spec" 2>/dev/null \

@@ -29,9 +29,10 @@ PROMPTS = [
 PROMPT_LENGTH = 32
 RESPONSE_LENGTH = 16
 TARGET = " one two three four five six seven eight nine ten eleven twelve"
-NEAR_TIE = 0.1
-"""Log-prob gap (nats, float32 reference) under which two tokens count as tied: bf16 logits may order them
-either way, and the sequences may part there."""
+NEAR_TIE = 0.5
+"""Log-prob gap (nats, float32 reference) under which two tokens count as tied: the bf16 engines' per-token
+log-probs differ from the float32 recomputation by up to ~1 nat (measured on an H100: max |diff| 0.85-1.2, mean
+~0.02), so tokens closer than this may be ordered either way and the sequences may part there."""
 
 
 def _prompts(tokenizer, texts=PROMPTS, meta_info=None) -> DataProto:
@@ -113,6 +114,8 @@ def engine(request):
 
     path = smollm2_path()
     tokenizer = load_tokenizer(path)
+    if tokenizer.pad_token is None:  # as the workers load it
+        tokenizer.pad_token = tokenizer.eos_token
     actor = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).cuda().eval()
     config = rollout_config(
         request.param,

@@ -70,7 +70,8 @@ def _plain(value):
 
 def pick_attn_implementation() -> str:
     """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
-    if is_cuda_available() and importlib.util.find_spec("flash_attn") is not None:
+    # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
+    if is_cuda_available() and importlib.util.find_spec("flash_attn_2_cuda") is not None:
         return "flash_attention_2"
     return "sdpa"
 

@@ -36,6 +36,10 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
     def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
         super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine must live in this process
+        # vLLM 0.26's V2 model runner (its default for Llama) hit an illegal memory access in its UVA staged
+        # writes at start-up when run in-process under the external launcher on an H100 (2026-11-26); the V1
+        # runner is the one this hybrid engine is tested with. VLLM_USE_V2_MODEL_RUNNER=1 opts back in.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         from transformers import AutoConfig
         from vllm import LLM
 
@@ -60,6 +64,8 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         engine, self.inference_engine = self.inference_engine, None
         if engine is None:
             return
+        if self.sleep_enabled and engine.llm_engine.is_sleeping():
+            engine.wake_up()  # freeing a slept engine's unmapped blocks fails in vLLM's cumem allocator
         engine.llm_engine.engine_core.shutdown()
         del engine
         gc.collect()
