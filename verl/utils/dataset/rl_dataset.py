@@ -5,6 +5,11 @@ Each item (see :meth:`RLHFDataset.__getitem__`) holds ``input_ids``, ``attention
 chat messages, with ``data.return_raw_chat``), and the row's ``data_source``, ``reward_model``,
 ``extra_info``, ``ability``, ``index`` and ``tools_kwargs``. :func:`collate_fn` stacks items into the
 dict that ``DataProto.from_single_dict`` takes.
+
+With a processor (vision-language models), rows may carry ``data.image_key`` / ``data.video_key`` media;
+items then also hold ``multi_modal_data`` (for the rollout engine) and ``multi_modal_inputs`` (for the
+training forward), ``position_ids`` are M-RoPE ids ``(3, max_prompt_length)`` and ``raw_prompt_ids`` keep one
+placeholder token per image (:mod:`verl.utils.dataset.multimodal_prompt`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ class DatasetOptions:
     """The ``data.*`` keys the dataset reads, with verl's defaults."""
 
     prompt_key: str = "prompt"
+    image_key: str = "images"
+    video_key: str = "videos"
     max_prompt_length: int = 1024
     filter_overlong_prompts: bool = False
     truncation: str = "error"
@@ -68,8 +75,15 @@ class RLHFDataset(Dataset):
 
     def __init__(self, data_files: str | list[str], tokenizer, config: Any, processor=None, max_samples: int = -1):
         self.tokenizer = tokenizer
-        self.processor = processor  # multi-modal inputs are not supported yet: kept for verl's signature
+        self.processor = processor
         self.options = DatasetOptions.from_config(config)
+        self.multimodal = None
+        if processor is not None:
+            from verl.utils.dataset.multimodal_prompt import MultiModalPromptEncoder
+
+            self.multimodal = MultiModalPromptEncoder(
+                processor, self.options.image_key, self.options.video_key, self.options.apply_chat_template_kwargs
+            )
         if max_samples is not None and max_samples > 0:
             self.options.max_samples = max_samples
         if tokenizer.pad_token_id is None:
@@ -86,6 +100,7 @@ class RLHFDataset(Dataset):
             file_rows = read_rows(path)
             for row_number, row in enumerate(file_rows):
                 check_row(row, path, row_number, self.options.prompt_key, self.options.reward_fn_key)
+                self._check_media(row, path, row_number)
             rows.extend(file_rows)
         if 0 < self.options.max_samples < len(rows):
             if self.options.shuffle:
@@ -94,6 +109,17 @@ class RLHFDataset(Dataset):
             else:
                 rows = rows[: self.options.max_samples]
         return rows
+
+    def _check_media(self, row: dict[str, Any], path: str, row_number: int) -> None:
+        has_media = bool(row.get(self.options.image_key) or row.get(self.options.video_key))
+        if self.multimodal is not None:
+            self.multimodal.check_row(row, row[self.options.prompt_key], path, row_number)
+        elif has_media:
+            raise ValueError(
+                f"{path}: row {row_number} (0-based) has {self.options.image_key!r}/{self.options.video_key!r} "
+                "media but the model has no multimodal processor; use a vision-language model "
+                "(actor_rollout_ref.model.path) or drop the media columns"
+            )
 
     def chat_text(self, messages: list[dict[str, Any]]) -> str:
         """The prompt as the model sees it: the chat template with the generation prompt appended."""
@@ -105,9 +131,15 @@ class RLHFDataset(Dataset):
         """Token ids of :meth:`chat_text` (the template already holds the special tokens)."""
         return self.tokenizer(self.chat_text(messages), add_special_tokens=False)["input_ids"]
 
-    def _drop_overlong_prompts(self) -> None:
+    def _prompt_lengths(self) -> list[int]:
+        """Token count of every prompt, image tokens included."""
+        if self.multimodal is not None:
+            return [self.multimodal.prompt_length(row, row[self.options.prompt_key]) for row in self.rows]
         texts = [self.chat_text(row[self.options.prompt_key]) for row in self.rows]
-        lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def _drop_overlong_prompts(self) -> None:
+        lengths = self._prompt_lengths()
         before = len(self.rows)
         self.rows = [row for row, length in zip(self.rows, lengths) if length <= self.options.max_prompt_length]
         self.num_filtered = before - len(self.rows)
@@ -129,17 +161,20 @@ class RLHFDataset(Dataset):
 
     def __getitem__(self, item: int) -> dict[str, Any]:
         row = dict(self.rows[item])
-        messages = row.pop(self.options.prompt_key)
-        ids = truncate_ids(self.prompt_ids(messages), self.options.max_prompt_length, self.options.truncation)
-        input_ids, attention_mask, position_ids = left_pad(
-            ids, self.options.max_prompt_length, self.tokenizer.pad_token_id
-        )
+        messages = row[self.options.prompt_key]
+        if self.multimodal is not None:
+            self._encode_multimodal(row, messages)
+        else:
+            ids = truncate_ids(self.prompt_ids(messages), self.options.max_prompt_length, self.options.truncation)
+            input_ids, attention_mask, position_ids = left_pad(
+                ids, self.options.max_prompt_length, self.tokenizer.pad_token_id
+            )
+            row.update(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, raw_prompt_ids=ids
+            )
+        row.pop(self.options.prompt_key)
         extra_info = row.get("extra_info") or {}
         row.update(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            raw_prompt_ids=ids,
             index=extra_info.get("index", item),
             tools_kwargs=extra_info.get("tools_kwargs") or {},
             interaction_kwargs=extra_info.get("interaction_kwargs") or {},
@@ -148,8 +183,29 @@ class RLHFDataset(Dataset):
         if self.options.return_raw_chat:
             row["raw_prompt"] = messages
         if self.options.return_full_prompt:
-            row["full_prompts"] = self.chat_text(messages)
+            row["full_prompts"] = row.pop("_text", None) or self.chat_text(messages)
+        row.pop("_text", None)
         return row
+
+    def _encode_multimodal(self, row: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        """Fill ``row`` with the processor's encoding; ``position_ids`` are M-RoPE ``(3, P)``, 0 on padding."""
+        encoded = self.multimodal.encode(row, messages, self.options.max_prompt_length, self.options.truncation)
+        input_ids, attention_mask, _ = left_pad(
+            encoded.ids, self.options.max_prompt_length, self.tokenizer.pad_token_id
+        )
+        position_ids = torch.zeros(3, self.options.max_prompt_length, dtype=torch.long)
+        position_ids[:, self.options.max_prompt_length - len(encoded.ids) :] = encoded.position_ids
+        row.pop(self.options.image_key, None)
+        row.pop(self.options.video_key, None)
+        row.update(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            raw_prompt_ids=encoded.raw_prompt_ids,
+            multi_modal_data=encoded.multi_modal_data,
+            multi_modal_inputs=encoded.multi_modal_inputs,
+            _text=encoded.text,
+        )
 
 
 def collate_fn(items: list[dict[str, Any]]) -> dict[str, torch.Tensor | np.ndarray]:
