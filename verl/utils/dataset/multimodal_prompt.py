@@ -18,6 +18,7 @@ import torch
 from verl.models.transformers.qwen2_vl import get_rope_index
 from verl.utils.dataset.padding import truncate_ids
 from verl.utils.dataset.vision_utils import build_multimodal_messages, count_placeholders, process_image, process_video
+from verl.utils.processor_compat import has_video_processor
 
 # processor outputs that are not model inputs: token ids / mask go separately, the rest only serve M-RoPE
 _NOT_MODEL_INPUTS = ("input_ids", "attention_mask", "mm_token_type_ids", "second_per_grid_ts")
@@ -87,7 +88,7 @@ class MultiModalPromptEncoder:
         )
         images = [process_image(image) for image in images]
         videos = [process_video(video) for video in videos]
-        if videos and getattr(self.processor, "video_processor", None) is None:
+        if videos and not has_video_processor(self.processor):
             raise ValueError(
                 f"row has {len(videos)} videos but {type(self.processor).__name__} has no video processor "
                 "(transformers needs torchvision for video processors; install it)"

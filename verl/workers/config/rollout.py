@@ -93,6 +93,9 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     disable_log_stats: bool = True
     """Silence the engine's periodic throughput logs."""
 
+    limit_images: int | None = bounded_field(None, gt=0)
+    """Most images per prompt a vision-language model's engine reserves room for; null keeps vLLM's default."""
+
     calculate_log_probs: bool = False
     """Return the engine's log-probs of sampled tokens as ``rollout_log_probs`` (for rollout correction)."""
 

@@ -15,6 +15,8 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
+
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -121,5 +123,6 @@ def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_
         kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(
             hf_config, dtype, max_model_len, config.max_num_seqs, config.gpu_memory_utilization
         )
+    kwargs.update(vision_engine_kwargs(config, hf_config))
     kwargs.update(_engine_kwargs(config))
     return kwargs

@@ -19,6 +19,7 @@ from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
 from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
+from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
 
 def _model_path(model_config: Any) -> str:
@@ -101,7 +102,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
             prompts, self.config.prompt_length, settings.response_length, self.max_model_len, self.vocab_size
         )
         outputs = self.inference_engine.generate(
-            [{"prompt_token_ids": ids} for ids in prompt_token_ids],
+            engine_prompts(prompts, prompt_token_ids),
             sampling_params=self.sampling_params(settings),
             use_tqdm=False,
         )
