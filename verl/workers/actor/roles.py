@@ -38,6 +38,7 @@ class ActorRole:
             actor_config.optim,
             role="actor",
             use_torch_compile=bool(getattr(actor_config, "use_torch_compile", False)),
+            freeze_vision_tower=bool(getattr(actor_config, "freeze_vision_tower", False)),
         ).initialize()
         mini = per_rank_mini_batch_size(actor_config, rollout_n, self.engine.dp_size, "actor_rollout_ref.actor")
         self.config = with_fields(actor_config, ppo_mini_batch_size=mini)

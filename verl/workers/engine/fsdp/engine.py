@@ -15,7 +15,7 @@ from torch import nn
 
 from verl.utils.device import current_device, is_cuda_available
 from verl.workers.engine.fsdp import sharding
-from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
+from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module, vision_tower
 from verl.workers.engine.fsdp.optim import (
     OptimSettings,
     build_lr_scheduler,
@@ -74,6 +74,7 @@ class FSDPEngine:
         role: str = "actor",
         device_mesh=None,
         use_torch_compile: bool | None = None,
+        freeze_vision_tower: bool = False,
     ):
         _require_distributed()
         self.role = role
@@ -83,6 +84,7 @@ class FSDPEngine:
             self.settings.use_torch_compile = use_torch_compile
         self.optim_settings = OptimSettings.from_config(optim_config) if role != "ref" else None
         self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), self.settings.fsdp_size)
+        self.freeze_vision_tower = freeze_vision_tower
         self.module: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
@@ -93,6 +95,11 @@ class FSDPEngine:
         """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
         dtype = sharding.to_dtype(self.settings.model_dtype)
         module = build_module(self.model_settings, self.role, dtype)
+        if self.freeze_vision_tower:
+            tower = vision_tower(module)
+            if tower is None:
+                raise ValueError(f"freeze_vision_tower is set but {self.model_settings.path} has no vision tower")
+            tower.requires_grad_(False)
         if is_cuda_available():
             module = module.to(current_device())
         mp_policy = sharding.mixed_precision_policy(self.settings.mixed_precision_param_dtype)

@@ -86,23 +86,46 @@ def load_hf_config(settings: ModelSettings):
     return config
 
 
+VISION_TOWER_NAMES = ("visual", "vision_tower", "vision_model")
+
+
+def is_vision_language(hf_config) -> bool:
+    """True for a config with a vision tower (Qwen2-VL, Qwen2.5-VL, ...)."""
+    return getattr(hf_config, "vision_config", None) is not None
+
+
+def vision_tower(module: nn.Module) -> nn.Module | None:
+    """The vision encoder submodule of a vision-language model (``model.visual`` for Qwen2-VL), else None."""
+    for name, sub in module.named_modules():
+        if name.rsplit(".", 1)[-1] in VISION_TOWER_NAMES:
+            return sub
+    return None
+
+
 def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.Module:
     """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values).
 
-    The critic is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly
-    initialised linear value head (``score``), giving values of shape ``(batch, seq, 1)``.
+    A vision-language model loads with ``AutoModelForImageTextToText`` (its vision tower included). The critic
+    is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly initialised
+    linear value head (``score``), giving values of shape ``(batch, seq, 1)``.
     """
-    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForTokenClassification
 
     hf_config = load_hf_config(settings)
     attn = (settings.override_config or {}).get("attn_implementation") or pick_attn_implementation()
     common = dict(dtype=dtype, trust_remote_code=settings.trust_remote_code, attn_implementation=attn)
+    if role == "critic" and is_vision_language(hf_config):
+        raise ValueError(
+            f"{settings.path} is a vision-language model: a critic (value model) for it is not supported; use a "
+            "critic-free estimator (algorithm.adv_estimator=grpo, rloo, reinforce_plus_plus, ...)"
+        )
     if role == "critic":
         hf_config.num_labels = 1
         hf_config.classifier_dropout = 0.0
         module = AutoModelForTokenClassification.from_pretrained(settings.path, config=hf_config, **common)
     elif role in ("actor", "ref"):
-        module = AutoModelForCausalLM.from_pretrained(settings.path, config=hf_config, **common)
+        model_class = AutoModelForImageTextToText if is_vision_language(hf_config) else AutoModelForCausalLM
+        module = model_class.from_pretrained(settings.path, config=hf_config, **common)
     else:
         raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref']")
     module.config.use_cache = False
