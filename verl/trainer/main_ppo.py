@@ -17,7 +17,7 @@ import hydra
 
 __all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
 
-BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}"}
+BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
 
 
