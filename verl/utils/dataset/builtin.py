@@ -1,7 +1,8 @@
 """Sentinel data paths: ``builtin://<task>/<split>`` names a task generated into the cache on first use.
 
 ``builtin://arithmetic/train`` and ``builtin://arithmetic/test`` are the defaults of ``data.train_files``
-and ``data.val_files``; ``builtin://shapes/...`` is the visual counting task (:mod:`verl.utils.dataset.shapes`); :func:`resolve_data_files` replaces them by parquet files under
+and ``data.val_files``; ``builtin://shapes/...`` is the visual counting task (:mod:`verl.utils.dataset.shapes`).
+:func:`resolve_data_files` replaces them by parquet files under
 ``<cache_dir>/data/<task>/``, written once through a temporary file that is renamed into place.
 """
 
