@@ -133,6 +133,10 @@ class TaskRunner:
         )
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        from verl.utils import hf_processor
+
+        trust_remote_code = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+        processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
         world = [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)
@@ -142,14 +146,15 @@ class TaskRunner:
         reward_kwargs = dict(config.reward_model.get("reward_kwargs", None) or {})
         reward_fn = load_reward_manager(config, tokenizer, num_examine=0, **reward_kwargs)
         val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1, **reward_kwargs)
-        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, is_train=True)
+        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
         val_dataset = None
         if config.data.val_files:
-            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, is_train=False)
+            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False)
 
         trainer = RayPPOTrainer(
             config=config,
             tokenizer=tokenizer,
+            processor=processor,
             role_worker_mapping=role_worker_mapping,
             resource_pool_manager=resource_pool_manager,
             ray_worker_group_cls=RayWorkerGroup,
