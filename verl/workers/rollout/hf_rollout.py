@@ -98,10 +98,11 @@ class HFRollout(BaseRollout):
             raise ValueError(f"unknown keys in rollout.engine_kwargs.hf: {sorted(hf_kwargs)}")
         self.sync_steps_across_ranks = _uses_fsdp(actor_module) and dist.is_initialized()
         hf_config = self._hf_config()
-        self.vocab_size = len(tokenizer) if tokenizer is not None else hf_config.vocab_size
-        self.vocab_size = min(self.vocab_size, hf_config.vocab_size)
+        text_config = hf_config.get_text_config()  # the language model's config (itself for text models)
+        self.vocab_size = len(tokenizer) if tokenizer is not None else text_config.vocab_size
+        self.vocab_size = min(self.vocab_size, text_config.vocab_size)
         self.max_model_len = getattr(config, "max_model_len", None) or getattr(
-            hf_config, "max_position_embeddings", None
+            text_config, "max_position_embeddings", None
         )
 
     def _hf_config(self):
