@@ -44,7 +44,8 @@ def vlm(tmp_path_factory):
         for param in actor.parameters():
             param.add_(0.02 * torch.randn_like(param))
     prompts = vision_prompts(processor, shapes_rows(3), tmp_path_factory.mktemp("vision"))
-    prompts.meta_info = {"eos_token_id": processor.tokenizer.eos_token_id, "pad_token_id": processor.tokenizer.pad_token_id}
+    tokenizer = processor.tokenizer
+    prompts.meta_info = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
     return path, processor, actor, prompts
 
 

@@ -65,9 +65,7 @@ def test_training_log_probs_match_plain_transformers(vlm, tmp_path):
     prompts = vision_prompts(processor, shapes_rows(4), tmp_path)
     batch = with_responses(prompts, RESPONSE_LENGTH, vocab=len(processor.tokenizer))
     results = run_on_ranks(_forward_rank, 2, path, batch)
-    reference = reference_log_probs(
-        AutoModelForImageTextToText.from_pretrained(path), batch, processor.image_token_id
-    )
+    reference = reference_log_probs(AutoModelForImageTextToText.from_pretrained(path), batch, processor.image_token_id)
     mask = batch.batch["response_mask"].bool()
     assert all(r["vision_sharded"] for r in results)
     for key in ("True-micro1", "True-dynamic", "False-micro1", "False-dynamic"):
