@@ -58,3 +58,12 @@ def engine_prompts(prompts: DataProto, prompt_token_ids: list[list[int]]) -> lis
             raise ValueError("rollout: rows with multi_modal_data need raw_prompt_ids (one placeholder per image)")
         requests.append({"prompt_token_ids": [int(t) for t in raw_ids[row]], "multi_modal_data": dict(data)})
     return requests
+
+
+def reset_multimodal_caches(llm: Any) -> None:
+    """After a weight sync, drop the engine's cached image features (computed by the old vision tower) and its
+    processed-input cache. No-op for a text model."""
+    if not getattr(llm.llm_engine.model_config, "is_multimodal_model", False):
+        return
+    llm.reset_mm_cache()
+    llm.llm_engine.reset_encoder_cache()
