@@ -19,6 +19,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
+from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
@@ -39,11 +40,12 @@ def _scalar(value) -> float:
 
 class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
-    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does)."""
+    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
+    policy passes its ``RefConfig`` and only computes log-probs."""
 
     def __init__(
         self,
-        config,
+        config: ActorConfig | RefConfig,
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
@@ -107,8 +109,8 @@ class DataParallelPPOActor(BasePPOActor):
 
     # ------------------------------------------------------------------ update
     def _mini_batches(self, data: DataProto, epoch: int) -> list[DataProto]:
-        if getattr(self.config, "shuffle", False):
-            generator = torch.Generator().manual_seed(int(getattr(self.config, "data_loader_seed", 0) or 0) + epoch)
+        if self.config.shuffle:
+            generator = torch.Generator().manual_seed(self.config.data_loader_seed + epoch)
             data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
         mini_batch_size = int(self.config.ppo_mini_batch_size)
         if mini_batch_size <= 0 or len(data) % mini_batch_size:
@@ -123,7 +125,7 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         loss_agg_mode = config.loss_agg_mode
         num_tokens, num_seqs = counts
-        entropy_coeff = float(getattr(config, "entropy_coeff", 0.0) or 0.0)
+        entropy_coeff = config.entropy_coeff
         log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, entropy_coeff != 0, multi_modal_rows)
         response_mask = micro_batch["response_mask"].to(log_prob.dtype)
         policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
@@ -147,7 +149,7 @@ class DataParallelPPOActor(BasePPOActor):
             entropy_loss = agg_loss(entropy, response_mask, **agg)
             loss = loss - entropy_coeff * entropy_loss
             metrics["actor/entropy"] = _scalar(entropy_loss)
-        if getattr(config, "use_kl_loss", False):
+        if config.use_kl_loss:
             kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
             kl_loss = agg_loss(kld, response_mask, **agg)
             loss = loss + config.kl_loss_coef * kl_loss
@@ -165,7 +167,7 @@ class DataParallelPPOActor(BasePPOActor):
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
         select_keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
-        if getattr(config, "use_kl_loss", False):
+        if config.use_kl_loss:
             select_keys.append("ref_log_prob")
         if "rollout_is_weights" in data.batch.keys():
             select_keys.append("rollout_is_weights")
@@ -182,9 +184,9 @@ class DataParallelPPOActor(BasePPOActor):
                 multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
                     _tensor_batch(mini_batch),
-                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
-                    bool(getattr(config, "use_dynamic_bsz", False)),
-                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                    config.ppo_micro_batch_size_per_gpu,
+                    config.use_dynamic_bsz,
+                    config.ppo_max_token_len_per_gpu,
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)

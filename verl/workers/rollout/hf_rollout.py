@@ -85,8 +85,7 @@ class HFRollout(BaseRollout):
         if actor_module is None:
             raise ValueError("rollout.name=hf generates with the actor's module: pass actor_module")
         self.module: nn.Module = actor_module
-        engine_kwargs = getattr(config, "engine_kwargs", None) or {}
-        hf_kwargs = dict(engine_kwargs.get("hf", None) or {})
+        hf_kwargs = dict(config.engine_kwargs.get("hf") or {})
         self.cache_implementation = hf_kwargs.pop("cache_implementation", "dynamic")
         self.micro_batch_size = hf_kwargs.pop("micro_batch_size", None)
         if self.cache_implementation not in CACHE_IMPLEMENTATIONS:
@@ -101,9 +100,7 @@ class HFRollout(BaseRollout):
         text_config = hf_config.get_text_config()  # the language model's config (itself for text models)
         self.vocab_size = len(tokenizer) if tokenizer is not None else text_config.vocab_size
         self.vocab_size = min(self.vocab_size, text_config.vocab_size)
-        self.max_model_len = getattr(config, "max_model_len", None) or getattr(
-            text_config, "max_position_embeddings", None
-        )
+        self.max_model_len = config.max_model_len or getattr(text_config, "max_position_embeddings", None)
 
     def _hf_config(self):
         module = self.module

@@ -22,10 +22,6 @@ from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensu
 from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
 
-def _model_path(model_config: Any) -> str:
-    return getattr(model_config, "local_path", None) or model_config.path
-
-
 @register_rollout("vllm")
 class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
     """Generation with ``vllm.LLM(..., distributed_executor_backend="external_launcher")``.
@@ -40,8 +36,8 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         from transformers import AutoConfig
         from vllm import LLM
 
-        model_path = _model_path(model_config)
-        trust_remote_code = bool(getattr(model_config, "trust_remote_code", False))
+        model_path = model_config.local_path
+        trust_remote_code = model_config.trust_remote_code
         self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         self._owns_process_group = ensure_process_group()
         self.llm_kwargs = build_llm_kwargs(config, model_path, self.hf_config, trust_remote_code)
