@@ -1,25 +1,19 @@
-"""Rollout backends (``hf``, ``vllm``, ``sglang``) behind one interface, picked by ``rollout.name``."""
+"""Rollout backends (``hf``, ``vllm``, ``sglang``) behind one interface, picked by ``rollout.name``.
 
-from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.builder import build_rollout
-from verl.workers.rollout.registry import get_rollout_class, register_rollout, registered_rollout_names
+Everything but the registry is imported on first use: config validation reads the registry without torch.
+"""
 
-__all__ = [
-    "BaseRollout",
-    "build_rollout",
-    "get_rollout_class",
-    "register_rollout",
-    "registered_rollout_names",
-    "HFRollout",
-    "vLLMRollout",
-    "SGLangRollout",
-]
+from verl.workers.rollout.registry import ROLLOUT_REGISTRY, get_rollout_class, register_rollout
 
-_LAZY = {  # importing vLLM or SGLang takes seconds: only on first use
+_LAZY = {
+    "BaseRollout": "verl.workers.rollout.base",
+    "build_rollout": "verl.workers.rollout.builder",
     "HFRollout": "verl.workers.rollout.hf_rollout",
-    "vLLMRollout": "verl.workers.rollout.vllm_rollout",
-    "SGLangRollout": "verl.workers.rollout.sglang_rollout",
+    "vLLMRollout": "verl.workers.rollout.vllm_rollout",  # importing vLLM takes seconds
+    "SGLangRollout": "verl.workers.rollout.sglang_rollout",  # SGLang itself is imported when one is built
 }
+
+__all__ = ["ROLLOUT_REGISTRY", "get_rollout_class", "register_rollout", *_LAZY]
 
 
 def __getattr__(name: str):
@@ -27,4 +21,4 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

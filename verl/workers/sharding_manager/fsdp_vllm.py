@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from verl.protocol import DataProto
+from verl.workers.rollout.vllm_rollout.multimodal import reset_multimodal_caches
 from verl.workers.sharding_manager.base import BaseShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
@@ -114,6 +115,7 @@ class FSDPVLLMShardingManager(BaseShardingManager):
             self.inference_engine.wake_up(tags=["kv_cache"])
             self.is_sleeping = False
         self.inference_engine.reset_prefix_cache()
+        reset_multimodal_caches(self.inference_engine)  # image features of the old vision tower
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start

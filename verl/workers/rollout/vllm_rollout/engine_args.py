@@ -12,8 +12,10 @@ from typing import Any
 
 import psutil
 
+from verl.workers.config.rollout import RolloutConfig
 from verl.workers.rollout.engine_kwargs import backend_kwargs, check_kwarg_names
 from verl.workers.rollout.process_group import ensure_process_group
+from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
 
 __all__ = ["build_llm_kwargs", "ensure_process_group", "kv_cache_bytes_per_token", "sleep_mode_supported"]
 
@@ -72,7 +74,7 @@ def engine_arg_names() -> set[str]:
     return {f.name for f in dataclasses.fields(EngineArgs)}
 
 
-def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
+def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
     """``vllm.LLM(**kwargs)`` for the rollout config.
 
     ``max_model_len`` defaults to ``prompt_length + response_length``; ``logprobs_mode="processed_logprobs"`` so
@@ -109,5 +111,6 @@ def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_
         kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(
             hf_config, dtype, max_model_len, config.max_num_seqs, config.gpu_memory_utilization
         )
+    kwargs.update(vision_engine_kwargs(config, hf_config))
     kwargs.update(user_kwargs)
     return kwargs
