@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from verl.trainer.config.registry_names import static_names
+from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.trainer import LOGGER_NAMES
 from verl.workers.config.actor import KL_LOSS_TYPES
@@ -271,6 +272,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _length_errors(cfg)
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
+    errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     return errors

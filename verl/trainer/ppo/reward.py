@@ -131,18 +131,47 @@ def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwarg
     reward_fn_key = getattr(data, "reward_fn_key", None) or "data_source"
     kwargs = {**_kwargs_dict(getattr(reward_model, "reward_kwargs", None)), **reward_kwargs}
     kwargs = _fill_overlong_settings(manager_cls, kwargs, reward_model, data)
-    return manager_cls(
+    manager = manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,
         compute_score=get_custom_reward_fn(config),
         reward_fn_key=reward_fn_key,
         **kwargs,
     )
+    from verl.workers.reward_manager.from_config import build_reward_fn, start_remote_sources
+
+    reward_fn = build_reward_fn(reward_model, manager, tokenizer, reward_fn_key)
+    start_remote_sources(reward_fn)
+    return reward_fn
+
+
+def compute_reward_with_metrics(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list], dict]:
+    """``(token_level_scores (bs, R), reward_extra_infos_dict, reward_metrics)``; the metrics (``reward/<source>/*``)
+    come from a combined reward function and are empty for a plain reward manager."""
+    result = reward_fn(data, return_dict=True)
+    if isinstance(result, dict):
+        return (
+            result["reward_tensor"],
+            dict(result.get("reward_extra_info", {})),
+            dict(result.get("reward_metrics", {})),
+        )
+    return result, {}, {}
 
 
 def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list]]:
     """``(token_level_scores (bs, R), reward_extra_infos_dict)`` from a reward manager."""
-    result = reward_fn(data, return_dict=True)
-    if isinstance(result, dict):
-        return result["reward_tensor"], dict(result.get("reward_extra_info", {}))
-    return result, {}
+    scores, extra_info, _ = compute_reward_with_metrics(data, reward_fn)
+    return scores, extra_info
+
+
+@functools.cache
+def _remote_compute_reward():
+    import ray
+
+    # no logical CPU: on a small machine the training pool's placement groups may hold all of them
+    return ray.remote(num_cpus=0)(compute_reward_with_metrics)
+
+
+def compute_reward_async(data: DataProto, reward_fn: Callable):
+    """``compute_reward_with_metrics`` in a Ray task (``reward_model.launch_reward_fn_async``); returns its ref."""
+    return _remote_compute_reward().remote(data, reward_fn)

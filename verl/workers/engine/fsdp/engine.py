@@ -24,6 +24,9 @@ from verl.workers.engine.fsdp.optim import (
 )
 from verl.workers.engine.fsdp.weights import iter_full_state_dict
 
+FROZEN_ROLES = ("ref", "reward")
+"""Roles whose model is only run forward: no optimizer, bf16 weights on GPU by default."""
+
 
 @dataclass
 class EngineSettings:
@@ -50,8 +53,8 @@ class EngineSettings:
         if mixed:  # verl's fsdp_config.mixed_precision: {"param_dtype": ..., "reduce_dtype": ...}
             values["mixed_precision_param_dtype"] = mixed.get("param_dtype", "bf16")
         if "model_dtype" not in values:
-            # verl's defaults: fp32 master weights for trained models, bf16 for the frozen reference on GPU
-            values["model_dtype"] = "bf16" if (role == "ref" and is_cuda_available()) else "fp32"
+            # verl's defaults: fp32 master weights for trained models, bf16 for frozen models (reference, reward) on GPU
+            values["model_dtype"] = "bf16" if (role in FROZEN_ROLES and is_cuda_available()) else "fp32"
         return cls(**values)
 
 
@@ -81,7 +84,7 @@ class FSDPEngine:
         self.settings = EngineSettings.from_config(engine_config, role)
         if use_torch_compile is not None:
             self.settings.use_torch_compile = use_torch_compile
-        self.optim_settings = OptimSettings.from_config(optim_config) if role != "ref" else None
+        self.optim_settings = OptimSettings.from_config(optim_config) if role not in FROZEN_ROLES else None
         self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), self.settings.fsdp_size)
         self.module: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -90,7 +93,7 @@ class FSDPEngine:
 
     # ------------------------------------------------------------------ set-up
     def initialize(self) -> FSDPEngine:
-        """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
+        """Load the pretrained weights, shard them, and build optimizer + schedule (not for frozen roles)."""
         dtype = sharding.to_dtype(self.settings.model_dtype)
         module = build_module(self.model_settings, self.role, dtype)
         if is_cuda_available():

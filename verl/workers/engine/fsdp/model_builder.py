@@ -87,7 +87,8 @@ def load_hf_config(settings: ModelSettings):
 
 
 def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.Module:
-    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values).
+    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values,
+    ``"reward"`` → a frozen reward model, see :func:`verl.workers.reward_model.loading.build_reward_module`).
 
     The critic is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly
     initialised linear value head (``score``), giving values of shape ``(batch, seq, 1)``.
@@ -97,6 +98,12 @@ def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.M
     hf_config = load_hf_config(settings)
     attn = (settings.override_config or {}).get("attn_implementation") or pick_attn_implementation()
     common = dict(dtype=dtype, trust_remote_code=settings.trust_remote_code, attn_implementation=attn)
+    if role == "reward":  # frozen scorer: no checkpointing, LoRA or gradients
+        from verl.workers.reward_model.loading import build_reward_module
+
+        module = build_reward_module(settings.path, hf_config, common)
+        module.config.use_cache = False
+        return module
     if role == "critic":
         hf_config.num_labels = 1
         hf_config.classifier_dropout = 0.0
@@ -104,7 +111,7 @@ def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.M
     elif role in ("actor", "ref"):
         module = AutoModelForCausalLM.from_pretrained(settings.path, config=hf_config, **common)
     else:
-        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref']")
+        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref', 'reward']")
     module.config.use_cache = False
     if settings.enable_gradient_checkpointing and role != "ref":
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
