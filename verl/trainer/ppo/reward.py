@@ -61,6 +61,16 @@ def check_reward_fn_signature(fn: Callable, argument_names: tuple[str, ...], whe
         ) from None
 
 
+def _pickle_by_value(module) -> None:
+    """Send the file's functions to other processes by value: a Ray task (``launch_reward_fn_async``) cannot import
+    the synthetic module name the file was loaded under."""
+    for pickler in ("ray.cloudpickle", "cloudpickle"):
+        try:
+            importlib.import_module(pickler).register_pickle_by_value(module)
+        except ImportError:
+            continue
+
+
 def get_custom_reward_fn(config: Any) -> Callable | None:
     """Load ``custom_reward_function.name`` from the file ``custom_reward_function.path`` (None when unset).
 
@@ -87,6 +97,7 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ImportError(f"importing custom_reward_function.path={path!r} failed: {exc!r}") from exc
+    _pickle_by_value(module)
     fn = getattr(module, name, None)
     if not callable(fn):
         available = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))

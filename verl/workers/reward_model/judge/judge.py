@@ -60,9 +60,8 @@ class GenerativeJudge:
             return (rating - config.min_score) / (config.max_score - config.min_score)
         return rating
 
-    def score(self, samples: list[JudgeSample]) -> JudgeResult:
-        chats = [judge_messages(s, self.config.prompt_template, self.config.system_prompt) for s in samples]
-        judgments = self.client.judge(chats) if chats else []
+    def scores_from_judgments(self, judgments: list[str | None]) -> JudgeResult:
+        """Parse each judgment (None: the prompt was too long) into a score, counting what could not be parsed."""
         scores, parse_failed, overlong = [], [], []
         for text in judgments:
             score = None if text is None else self.rating_to_score(self.parser(text))
@@ -70,6 +69,11 @@ class GenerativeJudge:
             parse_failed.append(text is not None and score is None)
             scores.append(float(self.config.default_score) if score is None else float(score))
         return JudgeResult(scores, parse_failed, overlong, list(judgments))
+
+    def score(self, samples: list[JudgeSample]) -> JudgeResult:
+        """Judge every sample (one client call) and parse the judgments."""
+        chats = [judge_messages(s, self.config.prompt_template, self.config.system_prompt) for s in samples]
+        return self.scores_from_judgments(self.client.judge(chats) if chats else [])
 
     def cancel(self) -> None:
         """Stop the call in flight (the client restarts its engine), when the client can."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 from verl.workers.reward_model.judge.engines import get_judge_engine_cls
@@ -89,6 +90,16 @@ class RemoteJudge:
         return self
 
     def judge(self, chats: list[list[dict[str, str]]]) -> list[str | None]:
+        """One judgment per chat (None: longer than ``rollout.prompt_length``); waits out an actor restart once."""
+        import ray
+
+        try:
+            return self._judge_once(chats)
+        except ray.exceptions.ActorUnavailableError:  # restarting after cancel(): wait for the reload, try again
+            self._wait_until_ready()
+            return self._judge_once(chats)
+
+    def _judge_once(self, chats: list[list[dict[str, str]]]) -> list[str | None]:
         import ray
 
         actors = self.start()._actors
@@ -96,6 +107,17 @@ class RemoteJudge:
         parts = [chats[i : i + size] for i in range(0, len(chats), size)]
         results = ray.get([actor.judge.remote(part) for actor, part in zip(actors, parts)])
         return [text for part in results for text in part]
+
+    def _wait_until_ready(self, poll_s: float = 1.0) -> None:
+        import ray
+
+        for actor in self._actors or []:
+            while True:
+                try:
+                    ray.get(actor.ready.remote())
+                    break
+                except ray.exceptions.ActorUnavailableError:
+                    time.sleep(poll_s)
 
     def cancel(self) -> None:
         """Abandon the calls in flight: kill the actors, letting Ray restart them with the model reloaded."""
