@@ -115,7 +115,8 @@ def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
     before = _checkpoint_digest(checkpoints / "global_step_1")
 
     resumed = [o.replace("total_training_steps=1", "total_training_steps=2") for o in base]
-    proc, _ = run_main_ppo(resumed + judge + ["reward_model.judge.on_error=raise", "trainer.resume_mode=auto"], tmp_path)
+    raising = ["reward_model.judge.on_error=raise", "trainer.resume_mode=auto"]
+    proc, _ = run_main_ppo(resumed + judge + raising, tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "reward source 'judge' failed on 8 rows" in output and "no result after 0.01s" in output

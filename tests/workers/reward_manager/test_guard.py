@@ -54,7 +54,8 @@ def test_judge_within_its_timeout_reports_zero_counters(judge_source, tokenizer)
     data, _ = _batch(tokenizer)
     result = GuardedSource(judge_source, CallPolicy(timeout=300, on_error="raise")).score(data)
     assert result.metrics["reward/judge/timeouts"] == 0 and result.metrics["reward/judge/errors"] == 0
-    assert "reward/judge/parse_failures" in result.metrics and result.token_scores.shape == data.batch["responses"].shape
+    assert "reward/judge/parse_failures" in result.metrics
+    assert result.token_scores.shape == data.batch["responses"].shape
 
 
 def test_raising_source_falls_back_or_raises_with_its_traceback(tokenizer):
