@@ -6,6 +6,7 @@ Each message names every key involved and the fix; they run before Ray or any mo
 from __future__ import annotations
 
 from verl.trainer.config.root import PPOConfig
+from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.config.reward_model import REWARD_SOURCES, RewardModelConfig
 
 
@@ -101,10 +102,11 @@ def reward_model_errors(cfg: PPOConfig) -> list[str]:
     """Every inconsistency of the ``reward_model`` section (empty when it is consistent)."""
     rm = cfg.reward_model
     errors = []
-    if rm.enable and not rm.model.path:
+    if rm.enable and not rm.use_reward_loop and rm.model.path in (DEFAULT_MODEL_PATH, ""):
         errors.append(
-            "reward_model.enable=True needs reward_model.model.path: a sequence-classification reward model (or a "
-            "causal LM with a value head), or with reward_model.use_reward_loop=True the judge's causal LM"
+            f"reward_model.enable=True needs reward_model.model.path (now {rm.model.path!r}, the embedded chat model, "
+            "which has no reward head): a sequence-classification reward model or a causal LM with a value head; "
+            "or set reward_model.use_reward_loop=True to use a causal LM as a generative judge"
         )
     if rm.enable and not rm.use_reward_loop:
         errors += _discriminative_errors(cfg)

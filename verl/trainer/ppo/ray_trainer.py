@@ -36,7 +36,7 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
     reward_trend_summary,
 )
-from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics
+from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics, rows_in_order
 from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
 from verl.trainer.ppo.validation import run_validation, split_generation_inputs
 from verl.trainer.ppo.worker_groups import build_worker_groups
@@ -237,9 +237,8 @@ class RayPPOTrainer:
             return batch
         scores, extra_info, reward_metrics = ray.get(self._pending_reward)
         self._pending_reward = None
-        order = batch.non_tensor_batch.pop(ASYNC_ROW_KEY).astype(np.int64)
-        extra_info = {k: [v[i] for i in order] for k, v in extra_info.items() if len(v) == len(order)}
-        return self._set_scores(batch, scores[torch.as_tensor(order)], extra_info, reward_metrics)
+        scores, extra_info = rows_in_order(scores, extra_info, batch.non_tensor_batch.pop(ASYNC_ROW_KEY))
+        return self._set_scores(batch, scores, extra_info, reward_metrics)
 
     def _rollout_and_score(self, batches, timing_raw: dict, metrics: dict) -> DataProto:
         """Prompts -> n responses each -> scores; with dynamic sampling, repeated until enough groups differ."""

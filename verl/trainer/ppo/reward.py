@@ -186,3 +186,13 @@ def _remote_compute_reward():
 def compute_reward_async(data: DataProto, reward_fn: Callable):
     """``compute_reward_with_metrics`` in a Ray task (``reward_model.launch_reward_fn_async``); returns its ref."""
     return _remote_compute_reward().remote(data, reward_fn)
+
+
+def rows_in_order(
+    scores: torch.Tensor, extra_info: dict[str, list], order: Any
+) -> tuple[torch.Tensor, dict[str, list]]:
+    """Reward results computed on a batch, for the same rows after a reorder: row ``j`` of the result is row
+    ``order[j]`` of the input (``order`` is the original position of each current row)."""
+    index = [int(i) for i in order]
+    extra = {key: [values[i] for i in index] for key, values in extra_info.items() if len(values) == len(index)}
+    return scores[torch.as_tensor(index, dtype=torch.long)], extra

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.model import ModelSourceConfig
 from verl.workers.config.roles import EngineRoleConfig, FSDPHolderConfig
 from verl.workers.config.rollout import RolloutConfig
 
@@ -50,36 +51,17 @@ class OverlongBufferConfig(BaseConfig):
 
 
 @dataclass
-class RewardModelModelConfig(FSDPHolderConfig):
-    """The reward model's weights and tokenizer (``reward_model.model``)."""
+class RewardModelModelConfig(ModelSourceConfig, FSDPHolderConfig):
+    """The reward model's weights, tokenizer and sharding (``reward_model.model``).
 
-    path: str | None = None
-    """Hugging Face folder of the reward model: a sequence-classification model (one label), a causal LM with a
-    value head (``v_head``), or, with ``use_reward_loop``, the causal LM used as judge; ``default`` means the
-    embedded SmolLM2-135M-Instruct. Required when ``reward_model.enable`` is true."""
+    ``path`` is a sequence-classification model (one label) or a causal LM with a value head (``v_head``); with
+    ``use_reward_loop`` it is the judge's causal LM, and there the default (the embedded SmolLM2) is usable.
+    """
 
     input_tokenizer: str | None = None
     """Tokenizer the policy's batch was made with. When set, each chat is decoded with it and re-rendered with the
     reward model's own tokenizer and chat template (needs ``data.return_raw_chat``); null feeds the policy's token
     ids to the reward model unchanged (they must share the vocabulary). The shipped YAML sets the policy path."""
-
-    external_lib: str | None = None
-    """Python module imported before loading, for reward models that register custom Hugging Face classes."""
-
-    trust_remote_code: bool = False
-    """Allow code shipped with the reward model (``trust_remote_code`` of transformers)."""
-
-    override_config: dict[str, Any] = field(default_factory=dict)
-    """Entries merged into the reward model's Hugging Face config before it is built."""
-
-    use_remove_padding: bool = False
-    """Run the reward model on packed (unpadded) tokens instead of the padded batch."""
-
-    use_shm: bool = choice_field(False, (False,))
-    """Copy the model into shared memory before loading; not available in this build (must stay false)."""
-
-    use_fused_kernels: bool = choice_field(False, (False,))
-    """Fused kernels for the reward model; not available in this build (must stay false)."""
 
 
 @dataclass

@@ -35,8 +35,9 @@ def build_judge_source(config: Any, tokenizer: Any, reward_fn_key: str, client: 
     if client is None:
         from verl.workers.reward_model.judge.server import RemoteJudge
 
+        model = config.model
         client = RemoteJudge(
-            config.model.path, config.rollout, config.num_workers, bool(config.model.trust_remote_code)
+            model.path, config.rollout, config.num_workers, bool(model.trust_remote_code), model.external_lib
         )
     judge = GenerativeJudge(config.judge, client)
     policy = CallPolicy(

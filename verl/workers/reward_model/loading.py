@@ -11,7 +11,6 @@ The score of a sequence is the value at its last valid token (verl's convention)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,8 @@ def _score_head(module: nn.Module) -> tuple[str, nn.Linear]:
 
 
 def _checkpoint_tensors(path: str, prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """Tensors of the checkpoint at ``path`` whose names start with one of ``prefixes`` (safetensors or .bin)."""
+    """Tensors of the local checkpoint folder ``path`` whose names start with one of ``prefixes`` (safetensors or
+    .bin files)."""
     folder = Path(path)
     found: dict[str, torch.Tensor] = {}
     for file in sorted(folder.glob("*.safetensors")):
@@ -63,17 +63,6 @@ def read_value_head(path: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     )
 
 
-def checkpoint_architecture(path: str) -> str:
-    """First entry of ``architectures`` in the checkpoint's config.json ('' when absent)."""
-    config_file = Path(path) / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(
-            f"reward_model.model.path={path!r} has no config.json; point it at a Hugging Face folder"
-        )
-    architectures = json.loads(config_file.read_text()).get("architectures") or [""]
-    return str(architectures[0])
-
-
 def build_reward_module(path: str, hf_config: Any, load_kwargs: dict[str, Any]) -> nn.Module:
     """The reward model at ``path`` as a frozen ``AutoModelForTokenClassification`` with one label (see module doc).
 
@@ -82,7 +71,7 @@ def build_reward_module(path: str, hf_config: Any, load_kwargs: dict[str, Any]) 
     """
     from transformers import AutoModelForTokenClassification
 
-    architecture = checkpoint_architecture(path)
+    architecture = str((getattr(hf_config, "architectures", None) or [""])[0])
     is_classifier = architecture.endswith(CLASSIFIER_SUFFIXES)
     if is_classifier and int(getattr(hf_config, "num_labels", 1)) != 1:
         raise ValueError(

@@ -47,6 +47,12 @@ class RewardModelRole:
         self.reward_tokenizer = load_tokenizer(model_config.path, trust)
         input_tokenizer = model_config.input_tokenizer
         self.input_tokenizer = load_tokenizer(input_tokenizer, trust) if input_tokenizer else None
+        if self.input_tokenizer is not None and not getattr(self.reward_tokenizer, "chat_template", None):
+            raise ValueError(
+                f"reward_model.model.input_tokenizer={input_tokenizer!r} asks to re-render each chat with the reward "
+                f"model's chat template, but the tokenizer at reward_model.model.path={model_config.path!r} has none; "
+                "set reward_model.model.input_tokenizer=null (same vocabulary) or give the reward model a chat template"
+            )
         max_token_len = int(config.forward_max_token_len_per_gpu)
         self.scorer = DataParallelRewardModel(
             self.engine.forward_module,

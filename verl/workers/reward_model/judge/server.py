@@ -19,10 +19,13 @@ from verl.workers.reward_model.judge.engines import get_judge_engine_cls
 class JudgeServer:
     """The judge model behind an engine of ``reward_model.rollout.name``; renders chats with its chat template."""
 
-    def __init__(self, model_path: str, rollout_config: Any, trust_remote_code: bool = False):
+    def __init__(
+        self, model_path: str, rollout_config: Any, trust_remote_code: bool = False, external_lib: str | None = None
+    ):
         from verl.workers.config.model import resolve_model_path
-        from verl.workers.reward_model.role import load_tokenizer
+        from verl.workers.reward_model.role import import_external_lib, load_tokenizer
 
+        import_external_lib(external_lib)
         path = resolve_model_path(model_path)
         self.tokenizer = load_tokenizer(path, trust_remote_code)
         self.prompt_length = int(rollout_config.prompt_length)
@@ -58,11 +61,19 @@ def _settings_tag(model_path: str, rollout_config: Any) -> str:
 class RemoteJudge:
     """``num_workers`` :class:`JudgeServer` Ray actors; a batch of chats is split evenly over them."""
 
-    def __init__(self, model_path: str, rollout_config: Any, num_workers: int = 1, trust_remote_code: bool = False):
+    def __init__(
+        self,
+        model_path: str,
+        rollout_config: Any,
+        num_workers: int = 1,
+        trust_remote_code: bool = False,
+        external_lib: str | None = None,
+    ):
         self.model_path = model_path
         self.rollout_config = rollout_config
         self.num_workers = int(num_workers)
         self.trust_remote_code = trust_remote_code
+        self.external_lib = external_lib
         self.name_prefix = f"verl_judge_{_settings_tag(model_path, rollout_config)}_"
         self._actors: list | None = None
 
@@ -82,7 +93,7 @@ class RemoteJudge:
             options = self._actor_options()
             self._actors = [
                 server.options(name=f"{self.name_prefix}{i}", get_if_exists=True, **options).remote(
-                    self.model_path, self.rollout_config, self.trust_remote_code
+                    self.model_path, self.rollout_config, self.trust_remote_code, self.external_lib
                 )
                 for i in range(self.num_workers)
             ]
