@@ -67,7 +67,9 @@ def test_judge_settings():
     )
     text = "\n".join(errors)
     assert "uses the placeholder {answer}" in text and "has no {response} placeholder" in text
-    assert "reward_model.judge.parser='regex' is not registered; registered: boxed, last_number" in text
+    assert (
+        "reward_model.judge.parser='regex' is not a registered judgment parser; registered: boxed, last_number" in text
+    )
     assert "reward_model.judge.max_score=0.0 must exceed reward_model.judge.min_score=0.0" in text
     assert "reward_model.rollout.tensor_model_parallel_size=2" in text and "num_workers" in text
 

@@ -40,16 +40,10 @@ def _discriminative_errors(cfg: PPOConfig) -> list[str]:
 
 
 def _judge_errors(rm: RewardModelConfig) -> list[str]:
-    from verl.workers.reward_model.judge.parsers import JUDGMENT_PARSER_REGISTRY
     from verl.workers.reward_model.judge.prompts import template_errors
 
     judge, rollout = rm.judge, rm.rollout
     errors = template_errors(judge.prompt_template)
-    if judge.parser not in JUDGMENT_PARSER_REGISTRY:
-        errors.append(
-            f"reward_model.judge.parser={judge.parser!r} is not registered; registered: "
-            f"{', '.join(sorted(JUDGMENT_PARSER_REGISTRY))}"
-        )
     if judge.max_score <= judge.min_score:
         errors.append(
             f"reward_model.judge.max_score={judge.max_score} must exceed reward_model.judge.min_score={judge.min_score}"

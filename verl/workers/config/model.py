@@ -49,6 +49,11 @@ class ModelSourceConfig(BaseConfig):
     use_fused_kernels: bool = choice_field(False, (False,))
     """Fused log-prob/entropy kernels; not available in this build (must stay false)."""
 
+    @property
+    def local_path(self) -> str:
+        """Loadable local path of the model (the embedded default is converted on first access)."""
+        return resolve_model_path(self.path)
+
 
 @dataclass
 class HFModelConfig(ModelSourceConfig):
@@ -80,11 +85,6 @@ class HFModelConfig(ModelSourceConfig):
 
     use_liger: bool = choice_field(False, (False,))
     """Liger kernels for the model; not available in this build (must stay false)."""
-
-    @property
-    def local_path(self) -> str:
-        """Loadable local path of the model (the embedded default is converted on first access)."""
-        return resolve_model_path(self.path)
 
     @property
     def local_tokenizer_path(self) -> str:

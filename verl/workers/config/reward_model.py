@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.model import ModelSourceConfig
 from verl.workers.config.roles import EngineRoleConfig, FSDPHolderConfig
 from verl.workers.config.rollout import RolloutConfig
@@ -75,7 +75,7 @@ class GenerativeJudgeConfig(BaseConfig):
     system_prompt: str | None = None
     """System message placed before the template; null sends none."""
 
-    parser: str = "last_number"
+    parser: str = registry_field("last_number", "verl.workers.reward_model.judge.parsers:JUDGMENT_PARSER_REGISTRY")
     """Registered judgment parser (``verl.workers.reward_model.judge.get_judgment_parser``): ``last_number``,
     ``score_tag`` (``<score>x</score>``), ``boxed`` (``\\boxed{x}``) or ``yes_no``."""
 
@@ -184,7 +184,7 @@ class RewardModelConfig(EngineRoleConfig):
     combine: RewardCombineConfig = field(default_factory=RewardCombineConfig)
     """Weights of the rule, model and judge scores and which apply per data source."""
 
-    reward_manager: str = "naive"
+    reward_manager: str = registry_field("naive", "verl.workers.reward_manager.registry:REWARD_MANAGER_REGISTRY")
     """Registered reward manager (``verl.workers.reward_manager.get_reward_manager_cls``): e.g. naive, dapo."""
 
     launch_reward_fn_async: bool = False

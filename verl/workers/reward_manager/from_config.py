@@ -12,13 +12,10 @@ from verl.workers.reward_manager.sources import JudgeSource, ModelScoreSource, R
 
 def typed_reward_model_config(reward_model: Any):
     """``reward_model`` as a typed ``RewardModelConfig`` (a DictConfig or dict is checked and converted)."""
+    from verl.utils.config import as_typed_config
     from verl.workers.config.reward_model import RewardModelConfig
 
-    if isinstance(reward_model, RewardModelConfig):
-        return reward_model
-    from verl.trainer.config.validation import check_typed
-
-    return check_typed(reward_model if reward_model is not None else {}, RewardModelConfig)
+    return as_typed_config(reward_model if reward_model is not None else {}, RewardModelConfig, "reward_model")
 
 
 def needs_combination(reward_model: Any) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from verl.protocol import DataProto
+from verl.workers.config.reward_model import RewardModelConfig
 from verl.workers.engine.fsdp.engine import FSDPEngine
 from verl.workers.engine.micro_batches import all_reduce_sum
 from verl.workers.reward_model.dp_reward_model import DataParallelRewardModel
@@ -36,9 +37,9 @@ def import_external_lib(name: str | None) -> None:
 
 
 class RewardModelRole:
-    """``config`` is the ``reward_model`` section (a ``RewardModelConfig`` or a DictConfig with its keys)."""
+    """``config`` is the ``reward_model`` section."""
 
-    def __init__(self, config):
+    def __init__(self, config: RewardModelConfig):
         model_config = config.model
         trust = bool(model_config.trust_remote_code)
         import_external_lib(model_config.external_lib)

@@ -37,7 +37,7 @@ def test_parsers(name, text, expected):
 
 
 def test_unknown_parser_lists_the_registered_ones():
-    with pytest.raises(ValueError, match="last_number.*score_tag|boxed.*last_number"):
+    with pytest.raises(ValueError, match="reward_model.judge.parser.*boxed.*last_number.*score_tag.*yes_no"):
         get_judgment_parser("nope")
 
 

@@ -11,29 +11,24 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-JUDGE_ENGINE_REGISTRY: dict[str, type[JudgeEngine]] = {}
+from verl.utils.registry import Registry
+
+JUDGE_ENGINE_REGISTRY: Registry[type] = Registry(
+    "judge engine",
+    "reward_model.rollout.name",
+    package="verl.workers.reward_model.judge.engines",
+    decorator="register_judge_engine",
+)
 
 
 def register_judge_engine(name: str) -> Callable[[type], type]:
     """Class decorator adding a judge engine under ``name``."""
-
-    def decorate(cls: type) -> type:
-        existing = JUDGE_ENGINE_REGISTRY.get(name)
-        if existing is not None and existing is not cls:
-            raise ValueError(f"judge engine {name!r} is already registered as {existing.__qualname__}")
-        JUDGE_ENGINE_REGISTRY[name] = cls
-        return cls
-
-    return decorate
+    return JUDGE_ENGINE_REGISTRY.register(name)
 
 
-def get_judge_engine_cls(name: str) -> type[JudgeEngine]:
+def get_judge_engine_cls(name: str) -> type:
     """The engine class registered as ``name``; unknown names fail listing the registered ones."""
-    if name not in JUDGE_ENGINE_REGISTRY:
-        raise ValueError(
-            f"Unknown judge engine {name!r} (reward_model.rollout.name). Registered: {sorted(JUDGE_ENGINE_REGISTRY)}"
-        )
-    return JUDGE_ENGINE_REGISTRY[name]
+    return JUDGE_ENGINE_REGISTRY.get(name)
 
 
 class JudgeEngine(ABC):

@@ -9,34 +9,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from verl.utils.registry import Registry
+
 JudgmentParser = Callable[[str], float | None]
 
-JUDGMENT_PARSER_REGISTRY: dict[str, JudgmentParser] = {}
+JUDGMENT_PARSER_REGISTRY: Registry[JudgmentParser] = Registry(
+    "judgment parser",
+    "reward_model.judge.parser",
+    package="verl.workers.reward_model.judge.parsers",
+    decorator="register_judgment_parser",
+)
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
 
 
 def register_judgment_parser(name: str) -> Callable[[JudgmentParser], JudgmentParser]:
     """Decorator adding a parser under ``name`` (a second, different function is refused)."""
-
-    def decorate(fn: JudgmentParser) -> JudgmentParser:
-        existing = JUDGMENT_PARSER_REGISTRY.get(name)
-        if existing is not None and existing is not fn:
-            raise ValueError(f"judgment parser {name!r} is already registered as {existing.__qualname__}")
-        JUDGMENT_PARSER_REGISTRY[name] = fn
-        return fn
-
-    return decorate
+    return JUDGMENT_PARSER_REGISTRY.register(name)
 
 
 def get_judgment_parser(name: str) -> JudgmentParser:
     """The parser registered as ``name``; unknown names fail listing the registered ones."""
-    if name not in JUDGMENT_PARSER_REGISTRY:
-        raise ValueError(
-            f"Unknown judgment parser {name!r} (reward_model.judge.parser). Registered: "
-            f"{sorted(JUDGMENT_PARSER_REGISTRY)}. Add one with @register_judgment_parser(name)."
-        )
-    return JUDGMENT_PARSER_REGISTRY[name]
+    return JUDGMENT_PARSER_REGISTRY.get(name)
 
 
 @register_judgment_parser("last_number")
