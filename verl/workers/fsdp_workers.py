@@ -1,4 +1,5 @@
-"""FSDP2 workers for the single controller: ``ActorRolloutRefWorker(config, role)`` and ``CriticWorker(config)``.
+"""FSDP2 workers for the single controller: ``ActorRolloutRefWorker(config, role)``, ``CriticWorker(config)`` and
+``RewardModelWorker(config)``.
 
 A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``RolloutRole``, ``CriticRole``),
 each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
@@ -18,7 +19,7 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils.device import get_nccl_backend
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
-from verl.workers.config import CriticConfig, HFModelConfig
+from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -177,3 +178,25 @@ class CriticWorker(Worker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
         self.critic.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+
+
+class RewardModelWorker(Worker):
+    """``config`` is the ``reward_model`` section; holds a ``RewardModelRole`` (frozen scorer, no checkpoints)."""
+
+    def __init__(self, config: RewardModelConfig):
+        super().__init__()
+        self.config = config
+        self.init_process_group(backend=get_nccl_backend())
+        self.reward_model = None
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        from verl.workers.reward_model.role import RewardModelRole
+
+        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self.reward_model = RewardModelRole(self.config)
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    def compute_rm_score(self, data: DataProto) -> DataProto:
+        """``rm_scores (bs, R)``: the reward model's score at each response's last token."""
+        return self.reward_model.compute_rm_score(data)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.ppo.utils import estimator_inputs, estimator_needs_groups
 from verl.workers.config.actor import KL_LOSS_TYPES
@@ -271,6 +272,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _length_errors(cfg)
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
+    errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     return errors
