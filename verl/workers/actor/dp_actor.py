@@ -1,9 +1,12 @@
 """Data-parallel PPO actor over an FSDP2 module: log-probs and the clipped-surrogate policy update.
 
 The update is the same on 1 or N ranks and for any micro-batch split: every micro-batch loss is its share of
-the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over all ranks), the
-shares are summed by gradient accumulation, and the loss is multiplied by the data-parallel size because
-FSDP averages gradients over ranks.
+the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over the data-parallel
+ranks), the shares are summed by gradient accumulation, and the loss is multiplied by the world size because
+FSDP averages gradients over all ranks. With Ulysses sequence parallelism (``ulysses``) a group of ranks shares
+each micro-batch, each running a slice of its tokens: counts and metrics are summed over the data-parallel group
+only, and token budgets (``*_max_token_len_per_gpu``) are multiplied by the group size (verl's convention: the
+budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
 """
@@ -21,7 +24,14 @@ from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
-from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.engine.micro_batches import (
+    all_reduce_sum,
+    dp_world_size,
+    global_counts,
+    plan_micro_batches,
+    token_budget,
+)
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
 
@@ -32,7 +42,8 @@ def _scalar(value) -> float:
 
 class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
-    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does)."""
+    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does). ``ulysses`` is the
+    engine's ``(dp, sp)`` mesh (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism."""
 
     def __init__(
         self,
@@ -40,11 +51,17 @@ class DataParallelPPOActor(BasePPOActor):
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
+        ulysses: UlyssesMesh | None = None,
     ):
         super().__init__(config)
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = use_remove_padding
+        self.ulysses = ulysses if ulysses is not None and ulysses.enabled else None
+        self.sp_size = self.ulysses.sp_size if self.ulysses is not None else 1
+        self.dp_group = self.ulysses.dp_group if self.ulysses is not None else None  # None: every rank
+        if self.ulysses is not None and not use_remove_padding:
+            raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
 
     # ------------------------------------------------------------------ forward
     def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool):
@@ -58,6 +75,7 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            ulysses=self.ulysses,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -76,7 +94,7 @@ class DataParallelPPOActor(BasePPOActor):
             data.select(batch_keys=MODEL_INPUT_KEYS).batch,
             meta.get("micro_batch_size"),
             bool(meta.get("use_dynamic_bsz", False)),
-            meta.get("max_token_len"),
+            token_budget(meta.get("max_token_len"), self.sp_size),
         )
         log_probs, entropys = [], []
         with torch.no_grad():
@@ -160,12 +178,12 @@ class DataParallelPPOActor(BasePPOActor):
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"])
+                counts = global_counts(mini_batch.batch["response_mask"], self.dp_group)
                 plan = plan_micro_batches(
                     mini_batch.batch,
                     getattr(config, "ppo_micro_batch_size_per_gpu", None),
                     bool(getattr(config, "use_dynamic_bsz", False)),
-                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                    token_budget(getattr(config, "ppo_max_token_len_per_gpu", None), self.sp_size),
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
@@ -178,7 +196,7 @@ class DataParallelPPOActor(BasePPOActor):
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
                 for name, values in step_metrics.items():
                     if name in summed:
-                        metrics[name].append(all_reduce_sum(sum(values)))
+                        metrics[name].append(all_reduce_sum(sum(values), self.dp_group))
                     else:
                         metrics[name].append(sum(values) / len(values))
                 metrics["actor/grad_norm"].append(grad_norm)

@@ -13,7 +13,11 @@ class CriticRole:
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
         self.engine = FSDPEngine(
-            model_config, model_config.fsdp_config, critic_config.optim, role="critic"
+            model_config,
+            model_config.fsdp_config,
+            critic_config.optim,
+            role="critic",
+            ulysses_sequence_parallel_size=int(getattr(critic_config, "ulysses_sequence_parallel_size", 1) or 1),
         ).initialize()
         rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
         mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
@@ -23,6 +27,7 @@ class CriticRole:
             self.engine.forward_module,
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module,

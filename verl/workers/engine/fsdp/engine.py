@@ -15,13 +15,15 @@ from torch import nn
 
 from verl.utils.device import current_device, is_cuda_available
 from verl.workers.engine.fsdp import sharding
-from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
+from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module, load_hf_config
 from verl.workers.engine.fsdp.optim import (
     OptimSettings,
     build_lr_scheduler,
     build_optimizer,
     clip_grad_norm_and_step,
 )
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh, create_ulysses_mesh
+from verl.workers.engine.fsdp.ulysses_attention import check_hf_config_heads, use_ulysses_attention
 from verl.workers.engine.fsdp.weights import iter_full_state_dict
 
 
@@ -64,7 +66,12 @@ def _require_distributed() -> None:
 
 
 class FSDPEngine:
-    """Holds ``module`` (FSDP2-sharded HF model), ``optimizer`` and ``lr_scheduler`` for one role."""
+    """Holds ``module`` (FSDP2-sharded HF model), ``optimizer`` and ``lr_scheduler`` for one role.
+
+    ``ulysses_sequence_parallel_size > 1`` splits each packed micro-batch over groups of that many ranks
+    (``ulysses``: the ``(dp, sp)`` mesh the forward functions and data dispatch use; a caller that needs it before
+    the engine passes its own as ``ulysses_mesh``); parameters stay sharded over every rank.
+    """
 
     def __init__(
         self,
@@ -74,6 +81,8 @@ class FSDPEngine:
         role: str = "actor",
         device_mesh=None,
         use_torch_compile: bool | None = None,
+        ulysses_sequence_parallel_size: int = 1,
+        ulysses_mesh: UlyssesMesh | None = None,
     ):
         _require_distributed()
         self.role = role
@@ -83,6 +92,7 @@ class FSDPEngine:
             self.settings.use_torch_compile = use_torch_compile
         self.optim_settings = OptimSettings.from_config(optim_config) if role != "ref" else None
         self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), self.settings.fsdp_size)
+        self.ulysses: UlyssesMesh = ulysses_mesh or create_ulysses_mesh(int(ulysses_sequence_parallel_size))
         self.module: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
@@ -92,7 +102,11 @@ class FSDPEngine:
     def initialize(self) -> FSDPEngine:
         """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
         dtype = sharding.to_dtype(self.settings.model_dtype)
+        if self.ulysses.enabled:  # before any weights load
+            check_hf_config_heads(load_hf_config(self.model_settings), self.ulysses.sp_size)
         module = build_module(self.model_settings, self.role, dtype)
+        if self.ulysses.enabled:
+            use_ulysses_attention(module)
         if is_cuda_available():
             module = module.to(current_device())
         mp_policy = sharding.mixed_precision_policy(self.settings.mixed_precision_param_dtype)
@@ -114,11 +128,17 @@ class FSDPEngine:
 
     @property
     def dp_size(self) -> int:
-        return self.device_mesh.size()
+        """Data-parallel size: ranks holding different rows (the world divided by the sequence-parallel size)."""
+        return self.ulysses.dp_size
 
     @property
     def dp_rank(self) -> int:
-        return dist.get_rank() if self.device_mesh.ndim == 1 else self.device_mesh.get_rank()
+        return self.ulysses.dp_rank
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the parameters are sharded over (FSDP averages gradients over all of them)."""
+        return self.device_mesh.size()
 
     @property
     def is_lora(self) -> bool:
@@ -130,9 +150,10 @@ class FSDPEngine:
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backward of a loss already normalised by global counts (its sum over all ranks and micro-batches is
-        the whole-batch loss). FSDP averages gradients over ranks, so the loss is scaled by the data-parallel
-        size to turn that average back into the sum."""
-        (loss * self.dp_size).backward()
+        the whole-batch loss). FSDP averages gradients over all ranks, so the loss is scaled by their number to
+        turn that average back into the sum (sequence-parallel peers each hold one slice of the same loss's
+        gradient: their sum is that gradient once)."""
+        (loss * self.world_size).backward()
 
     def clip_and_step(self) -> float:
         """Clip to ``optim.clip_grad`` and step (skipped on a non-finite norm); returns the pre-clip norm."""
