@@ -64,3 +64,14 @@ def test_head_check_names_the_key():
     with pytest.raises(ValueError, match=r"critic.ulysses_sequence_parallel_size=2 must divide the model's 9"):
         check_hf_config_heads(config, 2, key="critic.ulysses_sequence_parallel_size")
     check_hf_config_heads(config, 3)  # 9 / 3 query heads, 3 / 3 KV heads
+
+
+def test_sliding_window_layers_are_refused_with_sdpa():
+    config = AutoConfig.for_model(
+        "qwen2", num_attention_heads=4, num_key_value_heads=2, hidden_size=64, num_hidden_layers=2, vocab_size=128,
+        use_sliding_window=True, sliding_window=8, max_window_layers=0,
+    )  # fmt: skip
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    assert "sliding_attention" in model.config.layer_types
+    with pytest.raises(ValueError, match="sliding-window attention layers"):
+        use_ulysses_attention(model)

@@ -166,7 +166,15 @@ def use_ulysses_attention(module: nn.Module) -> str:
     """Switch a Hugging Face model (or a peft model around one) to the Ulysses wrapper of its current attention
     implementation; returns the new implementation name."""
     base = module.get_base_model() if hasattr(module, "get_base_model") else module
-    name = register_ulysses_attention(base.config._attn_implementation)
+    inner_name = base.config._attn_implementation
+    text_config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    if inner_name in MASK_BASED and "sliding_attention" in (getattr(text_config, "layer_types", None) or []):
+        raise ValueError(
+            f"the model has sliding-window attention layers, which the Ulysses {inner_name!r} mask (full causal "
+            "attention within each sequence) does not reproduce; use flash_attention_2 "
+            "(model.override_config.attn_implementation) or ulysses_sequence_parallel_size=1"
+        )
+    name = register_ulysses_attention(inner_name)
     base.set_attn_implementation(name)
     if base.config._attn_implementation != name:
         raise RuntimeError(f"{type(base).__name__} does not accept a registered attention function ({name!r})")
