@@ -110,6 +110,22 @@ def assert_adamw_step_matches(name: str, actual, expected, actor_grad, ref_grad,
     torch.testing.assert_close(actual[clear], expected[clear], atol=PARAM_ATOL, rtol=0, msg=f"{name}: reference")
 
 
+def assert_update_matches_reference(result: dict, reference: tuple, variant) -> None:
+    """Loss, grad norm, clipped gradients and AdamW step of rank 0's ``result`` against ``reference_step``."""
+    ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params = reference
+    metrics = result["metrics"]
+    assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
+    assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
+    for name, expected in ref_grads.items():
+        if name in result["grads"]:
+            assert_grads_match(name, result["grads"][name], expected)
+    for name, expected in ref_params.items():
+        actor_grad = result["grads"].get(TIED.get(name, name))
+        assert_adamw_step_matches(
+            name, result["params"][name], expected, actor_grad, ref_grads.get(name), ref_before[name]
+        )
+
+
 def _actor_rank(rank, world, model_path, batch, variants):
     """For each (micro_bsz, use_dynamic_bsz, use_remove_padding): a fresh actor, log-probs, one update."""
     return [_one_variant(rank, world, model_path, batch, *variant) for variant in variants]
@@ -190,7 +206,7 @@ VARIANTS = {  # world size -> [(micro_bsz, use_dynamic_bsz, use_remove_padding)]
 def test_update_matches_plain_reference_step(setup, world):
     from transformers import AutoModelForCausalLM
 
-    path, batch, (ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params) = setup
+    path, batch, reference = setup
     per_rank = run_on_ranks(_actor_rank, world, path, batch, VARIANTS[world])
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     with torch.no_grad():
@@ -202,16 +218,7 @@ def test_update_matches_plain_reference_step(setup, world):
         torch.testing.assert_close(log_probs[mask], expected_log_probs[mask], atol=2e-5, rtol=1e-5)
         assert torch.all(log_probs[~mask] == 0)
 
-        metrics = results[0]["metrics"]
-        assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
-        assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
-        for name, expected in ref_grads.items():
-            if name in results[0]["grads"]:
-                assert_grads_match(name, results[0]["grads"][name], expected)
-        for name, expected in ref_params.items():
-            actual = results[0]["params"][name]
-            actor_grad = results[0]["grads"].get(TIED.get(name, name))
-            assert_adamw_step_matches(name, actual, expected, actor_grad, ref_grads.get(name), ref_before[name])
+        assert_update_matches_reference(results[0], reference, variant)
         moved = results[0]["params"]["model.layers.0.mlp.up_proj.weight"] - model.model.layers[0].mlp.up_proj.weight
         assert moved.abs().max() > LR / 2  # the step really moved the weights
 
@@ -243,7 +250,7 @@ def test_sequence_parallel_update_matches_single_process_reference(setup):
     """SP=2 over 2 ranks (one data-parallel group) against the SP=1 single-process references."""
     from transformers import AutoModelForCausalLM
 
-    path, batch, (ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params) = setup
+    path, batch, reference = setup
     per_rank = run_on_ranks(_actor_sp_rank, 2, path, batch, SP_VARIANTS)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     with torch.no_grad():
@@ -256,13 +263,4 @@ def test_sequence_parallel_update_matches_single_process_reference(setup):
             torch.testing.assert_close(result["log_probs"][mask], expected_log_probs[mask], atol=2e-5, rtol=1e-5)
             torch.testing.assert_close(result["entropys"][mask], expected_entropy[mask], atol=2e-5, rtol=1e-5)
             assert torch.all(result["log_probs"][~mask] == 0)
-        metrics = results[0]["metrics"]
-        assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
-        assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
-        for name, expected in ref_grads.items():
-            if name in results[0]["grads"]:
-                assert_grads_match(name, results[0]["grads"][name], expected)
-        for name, expected in ref_params.items():
-            actual = results[0]["params"][name]
-            actor_grad = results[0]["grads"].get(TIED.get(name, name))
-            assert_adamw_step_matches(name, actual, expected, actor_grad, ref_grads.get(name), ref_before[name])
+        assert_update_matches_reference(results[0], reference, variant)
