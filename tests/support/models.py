@@ -56,3 +56,11 @@ def tiny_model_path(
     except OSError:  # another process finished the same model first
         shutil.rmtree(tmp, ignore_errors=True)
     return str(target)
+
+
+def tiny_vlm_path(arch: str = "qwen2_vl", seed: int = 0) -> str:
+    """Build (once, cached) a tiny random Qwen2-VL (or ``qwen2_5_vl``) with SmolLM2's tokenizer plus the vision
+    tokens and a locally assembled processor (``verl.models.random_vlm``, shape ``tiny``: head dims 32)."""
+    from verl.models.random_vlm import build_random_vlm
+
+    return build_random_vlm(str(cache_dir() / "models" / f"tiny-{arch}-s{seed}"), smollm2_path(), arch, "tiny", seed)

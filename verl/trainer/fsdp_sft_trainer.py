@@ -88,7 +88,6 @@ class FSDPSFTTrainer:
             config.data.train_batch_size,
             config.data.shuffle,
             trainer.seed,
-            trainer.total_epochs,
             self.ulysses.dp_rank,
             self.dp_size,
         )
@@ -200,7 +199,7 @@ class FSDPSFTTrainer:
             if self.rank == 0:
                 print(f"nothing to do: resumed at step {global_step} of {self.total_training_steps}")
             return
-        for batch in self.train_stream:
+        for batch in self.train_stream.iter_epochs(trainer.total_epochs):
             start = time.perf_counter()
             metrics = self.training_step(batch)
             global_step += 1

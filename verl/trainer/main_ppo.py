@@ -17,7 +17,7 @@ import hydra
 
 __all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
 
-BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}"}
+BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
 
 
@@ -88,15 +88,18 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True):
-    """The prompt dataset (``verl.utils.dataset.create_rl_dataset``) with at most ``data.train_max_samples`` /
-    ``data.val_max_samples`` rows (-1: all)."""
+def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True, max_samples=None):
+    """The prompt dataset (``verl.utils.dataset.create_rl_dataset``) with at most ``max_samples`` rows, by default
+    ``data.train_max_samples`` / ``data.val_max_samples`` (-1: all). ``data_config`` is a :class:`DataConfig` or a
+    DictConfig of its keys."""
+    from verl.trainer.config.data import DataConfig
+    from verl.utils.config import as_typed_config
     from verl.utils.dataset import create_rl_dataset as _create
 
-    max_samples = getattr(data_config, "train_max_samples" if is_train else "val_max_samples", -1)
-    return _create(
-        data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples or -1
-    )
+    data_config = as_typed_config(data_config, DataConfig, "data")
+    if max_samples is None:
+        max_samples = data_config.train_max_samples if is_train else data_config.val_max_samples
+    return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples)
 
 
 def run_ppo(config, task_runner_class=None) -> None:
@@ -109,9 +112,8 @@ def run_ppo(config, task_runner_class=None) -> None:
     runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
     runner = runner_cls.remote()
     ray.get(runner.run.remote(config))
-    timeline_file = getattr(config.ray_kwargs, "timeline_json_file", None)
-    if timeline_file:
-        ray.timeline(filename=timeline_file)
+    if config.ray_kwargs.timeline_json_file:
+        ray.timeline(filename=config.ray_kwargs.timeline_json_file)
 
 
 class TaskRunner:
@@ -127,29 +129,33 @@ class TaskRunner:
         from verl.workers.config.model import resolve_model_path
 
         model_path = resolve_model_path(config.actor_rollout_ref.model.path)
-        tokenizer_path = config.actor_rollout_ref.model.get("tokenizer_path") or model_path
+        tokenizer_path = config.actor_rollout_ref.model.tokenizer_path or model_path
         tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_path, trust_remote_code=bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+            tokenizer_path, trust_remote_code=config.actor_rollout_ref.model.trust_remote_code
         )
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        from verl.utils import hf_processor
+
+        trust_remote_code = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+        processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
         world = [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)
         resource_pool_manager = ResourcePoolManager(
             resource_pool_spec={"global_pool": world}, mapping=dict.fromkeys(role_worker_mapping, "global_pool")
         )
-        reward_kwargs = dict(config.reward_model.get("reward_kwargs", None) or {})
-        reward_fn = load_reward_manager(config, tokenizer, num_examine=0, **reward_kwargs)
-        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1, **reward_kwargs)
-        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, is_train=True)
+        reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
+        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1)
+        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
         val_dataset = None
         if config.data.val_files:
-            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, is_train=False)
+            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False)
 
         trainer = RayPPOTrainer(
             config=config,
             tokenizer=tokenizer,
+            processor=processor,
             role_worker_mapping=role_worker_mapping,
             resource_pool_manager=resource_pool_manager,
             ray_worker_group_cls=RayWorkerGroup,
@@ -171,7 +177,7 @@ class TaskRunner:
         mapping = {Role.ActorRollout: ActorRolloutRefWorker}
         if use_critic:
             mapping[Role.Critic] = CriticWorker
-        lora = int(config.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
+        lora = config.actor_rollout_ref.model.lora_rank > 0
         if use_reference_policy and not lora:
             mapping[Role.RefPolicy] = ActorRolloutRefWorker
         return mapping

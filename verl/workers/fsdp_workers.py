@@ -8,13 +8,13 @@ coordinate of its engine's ``(dp, sp)`` Ulysses mesh), so the ranks of a sequenc
 rows and only the first of them is collected.
 
 Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
-``config`` is the ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``); typed or a
-DictConfig with the same keys.
+``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
@@ -22,7 +22,11 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils.device import get_nccl_backend
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
+from verl.workers.config import CriticConfig, HFModelConfig
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+
+if TYPE_CHECKING:
+    from verl.trainer.config.root import ActorRolloutRefConfig
 
 ROLES = {
     "actor": {"actor"},
@@ -39,11 +43,11 @@ def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh)
     worker._register_dispatch_collect_info(mesh_name, dp_rank=mesh.dp_rank, is_collect=mesh.is_collect)
 
 
-def load_tokenizer(model_config):
+def load_tokenizer(model_config: HFModelConfig):
     from transformers import AutoTokenizer
 
-    path = getattr(model_config, "local_tokenizer_path", None) or model_config.path
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=bool(model_config.trust_remote_code))
+    path = model_config.local_tokenizer_path
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_config.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -72,7 +76,7 @@ class RolloutRole:
 
 
 class ActorRolloutRefWorker(Worker):
-    def __init__(self, config, role: str):
+    def __init__(self, config: ActorRolloutRefConfig, role: str):
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"unknown ActorRolloutRefWorker role {role!r}; expected one of {sorted(ROLES)}")
@@ -84,10 +88,6 @@ class ActorRolloutRefWorker(Worker):
         self.ref: ReferenceRole | LoraReferenceRole | None = None
         self.rollout: RolloutRole | None = None
 
-    @property
-    def _rollout_n(self) -> int:
-        return int(self.config.rollout.n) if getattr(self.config, "rollout", None) is not None else 1
-
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         """Build the roles: the actor first (the rollout reads its weights), the reference last."""
@@ -95,7 +95,7 @@ class ActorRolloutRefWorker(Worker):
         self.tokenizer = load_tokenizer(model_config)
         self._register_dispatch_collect_info(ROLLOUT_MESH, dp_rank=self.rank, is_collect=True)
         if "actor" in self.parts:
-            self.actor = ActorRole(model_config, self.config.actor, self.tokenizer, self._rollout_n)
+            self.actor = ActorRole(model_config, self.config.actor, self.tokenizer, self.config.rollout.n)
             register_ulysses_dispatch(self, ACTOR_MESH, self.actor.engine.ulysses)
         if "rollout" in self.parts:
             source = self.actor.module if self.actor is not None else self._frozen_policy().engine.module
@@ -160,7 +160,7 @@ class ActorRolloutRefWorker(Worker):
 class CriticWorker(Worker):
     """``config`` is the ``critic`` section (``model`` with ``fsdp_config``, ``optim``, PPO batch keys)."""
 
-    def __init__(self, config):
+    def __init__(self, config: CriticConfig):
         super().__init__()
         self.config = config
         self.init_process_group(backend=get_nccl_backend())

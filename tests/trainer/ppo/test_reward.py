@@ -39,7 +39,7 @@ def reward_file(tmp_path):
     return str(path)
 
 
-def make_config(path=None, name=None, manager="naive", reward_kwargs=None, manager_kwargs=None):
+def make_config(path=None, name="compute_score", manager="naive", reward_kwargs=None, manager_kwargs=None):
     return OmegaConf.create(
         {
             "data": {"reward_fn_key": "data_source"},

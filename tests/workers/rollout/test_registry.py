@@ -12,7 +12,12 @@ def test_hf_resolves_to_hf_rollout():
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match=r"unknown rollout name 'sglang'.*'hf'.*'vllm'"):
+    with pytest.raises(ValueError, match=r"Unknown rollout 'trtllm'.*'hf'.*'vllm'"):
+        get_rollout_class("trtllm")
+
+
+def test_planned_backend_names_its_issue():
+    with pytest.raises(NotImplementedError, match=r"not supported yet: the SGLang rollout \(issue 14\)"):
         get_rollout_class("sglang")
 
 

@@ -101,7 +101,7 @@ class RayPPOTrainer:
         from verl.utils.dataset import create_rl_dataloader
 
         data = self.config.data
-        batch_size = getattr(data, "gen_batch_size", None) or data.train_batch_size
+        batch_size = data.gen_batch_size or data.train_batch_size
         if len(train_dataset) < batch_size:
             raise ValueError(
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
@@ -110,27 +110,17 @@ class RayPPOTrainer:
         self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
-            val_batch_size = getattr(data, "val_batch_size", None) or len(val_dataset)
+            val_batch_size = data.val_batch_size or len(val_dataset)
             self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
 
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
-        while self.train_dataloader.epoch < int(self.config.trainer.total_epochs):
-            yield from self.train_dataloader
+        yield from self.train_dataloader.iter_epochs(self.config.trainer.total_epochs)
 
     def _set_optimizer_horizon(self) -> None:
         """Tell the actor's and critic's LR schedules how many steps the run has (``optim.total_training_steps``)."""
-        from omegaconf import DictConfig, open_dict
-
         for section in (self.config.actor_rollout_ref.actor, self.config.critic):
-            optim = getattr(section, "optim", None)
-            if optim is None:
-                continue
-            if isinstance(optim, DictConfig):
-                with open_dict(optim):
-                    optim.total_training_steps = self.total_training_steps
-            else:
-                optim.total_training_steps = self.total_training_steps
+            section.optim.total_training_steps = self.total_training_steps
 
     def init_workers(self) -> None:
         """Spawn the worker groups and load the models (the actor last)."""
@@ -218,7 +208,7 @@ class RayPPOTrainer:
                     metrics[name] = value
             with marked_timer("reward", timing_raw):
                 batch = self._score(batch)
-            if getattr(self.config.trainer, "rollout_data_dir", None):
+            if self.config.trainer.rollout_data_dir:
                 dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
             if batcher.add(batch):
                 metrics.update(batcher.metrics())
@@ -243,8 +233,7 @@ class RayPPOTrainer:
 
         With ``algorithm.rollout_correction.bypass_mode`` the rollout engine's log-probs are used instead.
         """
-        correction = getattr(self.config.algorithm, "rollout_correction", None)
-        if getattr(correction, "bypass_mode", False) and "rollout_log_probs" in batch.batch.keys():
+        if self.config.algorithm.rollout_correction.bypass_mode and "rollout_log_probs" in batch.batch.keys():
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
             return batch
         output = self.actor_rollout_wg.compute_log_prob(batch)
@@ -279,7 +268,7 @@ class RayPPOTrainer:
         if "rollout_log_probs" not in batch.batch.keys():
             return batch
         batch, correction_metrics = core_algos.compute_rollout_correction_and_add_to_batch(
-            batch, getattr(self.config.algorithm, "rollout_correction", None)
+            batch, self.config.algorithm.rollout_correction
         )
         metrics.update(correction_metrics)
         return batch
@@ -346,8 +335,8 @@ class RayPPOTrainer:
             self.val_reward_fn,
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
-            num_generations_to_print=int(getattr(self.config.trainer, "log_val_generations", 0) or 0),
-            dump_dir=getattr(self.config.trainer, "validation_data_dir", None),
+            num_generations_to_print=self.config.trainer.log_val_generations,
+            dump_dir=self.config.trainer.validation_data_dir,
             step=self.global_steps,
         )
 
@@ -355,7 +344,7 @@ class RayPPOTrainer:
         """Models and optimizers (workers), then ``data.pt``, then the tracker file (atomically, last)."""
         trainer = self.config.trainer
         step_dir = checkpointing.global_step_dir(trainer.default_local_dir, self.global_steps)
-        keep = getattr(trainer, "max_actor_ckpt_to_keep", None)
+        keep = trainer.max_actor_ckpt_to_keep
         self.actor_rollout_wg.save_checkpoint(
             local_path=f"{step_dir}/actor", global_step=self.global_steps, max_ckpt_to_keep=keep
         )
@@ -363,7 +352,7 @@ class RayPPOTrainer:
             self.critic_wg.save_checkpoint(
                 local_path=f"{step_dir}/critic",
                 global_step=self.global_steps,
-                max_ckpt_to_keep=getattr(trainer, "max_critic_ckpt_to_keep", None),
+                max_ckpt_to_keep=trainer.max_critic_ckpt_to_keep,
             )
         state = {
             "global_step": self.global_steps,
@@ -403,7 +392,7 @@ class RayPPOTrainer:
         self._load_checkpoint()
         if self.global_steps == 0 and trainer.val_before_train and self.val_reward_fn is not None:
             logger.log(self._validate(), step=0)
-            if getattr(trainer, "val_only", False):
+            if trainer.val_only:
                 return
 
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")

@@ -42,8 +42,8 @@ def _generation_meta(rollout_config: Any, tokenizer) -> dict[str, Any]:
         "recompute_log_prob": False,
         "do_sample": bool(val_kwargs.do_sample),
         "temperature": float(val_kwargs.temperature),
-        "top_p": float(getattr(val_kwargs, "top_p", 1.0)),
-        "top_k": int(getattr(val_kwargs, "top_k", -1)),
+        "top_p": float(val_kwargs.top_p),
+        "top_k": int(val_kwargs.top_k),
         "validate": True,
         "n": 1,
     }

@@ -15,7 +15,7 @@ from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
-from verl.workers.engine.fsdp.engine import FSDPEngine
+from verl.workers.engine.registry import get_engine_cls
 
 
 def log_prob_meta(config, temperature: float) -> dict:
@@ -32,13 +32,14 @@ class ActorRole:
     """The trained policy: FSDP engine + ``DataParallelPPOActor`` + checkpoints + MFU accounting."""
 
     def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
-        self.engine = FSDPEngine(
+        self.engine = get_engine_cls(actor_config.strategy)(
             model_config,
             actor_config.fsdp_config,
             actor_config.optim,
             role="actor",
-            use_torch_compile=bool(getattr(actor_config, "use_torch_compile", False)),
-            ulysses_sequence_parallel_size=int(getattr(actor_config, "ulysses_sequence_parallel_size", 1) or 1),
+            use_torch_compile=actor_config.use_torch_compile,
+            freeze_vision_tower=actor_config.freeze_vision_tower,
+            ulysses_sequence_parallel_size=actor_config.ulysses_sequence_parallel_size,
         ).initialize()
         mini = per_rank_mini_batch_size(actor_config, rollout_n, self.engine.dp_size, "actor_rollout_ref.actor")
         self.config = with_fields(actor_config, ppo_mini_batch_size=mini)
@@ -96,13 +97,13 @@ class ReferenceRole:
     """The frozen reference policy: its own FSDP engine (no optimizer) and log-prob computation."""
 
     def __init__(self, model_config, ref_config):
-        self.engine = FSDPEngine(
+        self.engine = get_engine_cls(ref_config.strategy)(
             with_fields(model_config, lora_rank=0),
             ref_config.fsdp_config,
             None,
             role="ref",
-            use_torch_compile=bool(getattr(ref_config, "use_torch_compile", False)),
-            ulysses_sequence_parallel_size=int(getattr(ref_config, "ulysses_sequence_parallel_size", 1) or 1),
+            use_torch_compile=ref_config.use_torch_compile,
+            ulysses_sequence_parallel_size=ref_config.ulysses_sequence_parallel_size,
         ).initialize()
         self.config = ref_config
         self.actor = DataParallelPPOActor(

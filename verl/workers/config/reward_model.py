@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 
 
 @dataclass
@@ -32,7 +32,7 @@ class RewardModelConfig(BaseConfig):
     enable: bool = choice_field(False, (False,))
     """Score with a learned reward model; not available in this build (must stay false)."""
 
-    reward_manager: str = "naive"
+    reward_manager: str = registry_field("naive", "verl.workers.reward_manager.registry:REWARD_MANAGER_REGISTRY")
     """Registered reward manager (``verl.workers.reward_manager.get_reward_manager_cls``): e.g. naive, dapo."""
 
     launch_reward_fn_async: bool = False

@@ -5,11 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.roles import LogProbConfig
-
-ROLLOUT_NAMES = ("vllm", "hf")
-"""Generation backends of this build."""
 
 ROLLOUT_DTYPES = ("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 """Accepted spellings of the rollout engine's weight dtype."""
@@ -39,8 +36,8 @@ class SamplingConfig(BaseConfig):
 class RolloutConfig(SamplingConfig, LogProbConfig):
     """The generation engine: backend, lengths, memory, and how weights are synced from the actor."""
 
-    name: str = choice_field("vllm", ROLLOUT_NAMES)
-    """Generation backend (``verl.workers.rollout.get_rollout_class``): ``vllm`` or ``hf``."""
+    name: str = registry_field("vllm", "verl.workers.rollout.registry:ROLLOUT_REGISTRY")
+    """Registered generation backend (``verl.workers.rollout.get_rollout_class``), e.g. ``vllm`` or ``hf``."""
 
     mode: str = choice_field("sync", ("sync",))
     """Engine mode; only ``sync`` (one batched ``generate`` call per step) is available in this build."""
@@ -92,6 +89,9 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
 
     disable_log_stats: bool = True
     """Silence the engine's periodic throughput logs."""
+
+    limit_images: int | None = bounded_field(None, gt=0)
+    """Most images per prompt a vision-language model's engine reserves room for; null keeps vLLM's default."""
 
     calculate_log_probs: bool = False
     """Return the engine's log-probs of sampled tokens as ``rollout_log_probs`` (for rollout correction)."""

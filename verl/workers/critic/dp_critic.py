@@ -22,6 +22,7 @@ from torch import nn
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import compute_value_loss
 from verl.utils.device import current_device
+from verl.workers.config import CriticConfig
 from verl.workers.critic.base import BasePPOCritic
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -42,7 +43,7 @@ class DataParallelPPOCritic(BasePPOCritic):
 
     def __init__(
         self,
-        config,
+        config: CriticConfig,
         critic_module: nn.Module,
         critic_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
@@ -99,14 +100,18 @@ class DataParallelPPOCritic(BasePPOCritic):
                 f"per-rank batch of {len(data)} rows is not divisible by the per-rank critic ppo_mini_batch_size "
                 f"{mini_batch_size}"
             )
-        for _ in range(int(config.ppo_epochs)):
-            for mini_batch in data.split(mini_batch_size):
+        for epoch in range(int(config.ppo_epochs)):
+            epoch_data = data
+            if config.shuffle:
+                generator = torch.Generator().manual_seed(config.data_loader_seed + epoch)
+                epoch_data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
+            for mini_batch in epoch_data.split(mini_batch_size):
                 num_tokens, num_seqs = global_counts(mini_batch.batch["response_mask"], self.dp_group)
                 plan = plan_micro_batches(
                     mini_batch.batch,
-                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
-                    bool(getattr(config, "use_dynamic_bsz", False)),
-                    token_budget(getattr(config, "ppo_max_token_len_per_gpu", None), self.sp_size),
+                    config.ppo_micro_batch_size_per_gpu,
+                    config.use_dynamic_bsz,
+                    token_budget(config.ppo_max_token_len_per_gpu, self.sp_size),
                 )
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 vf_loss_sum, clipped_tokens, vpred_sum = 0.0, 0.0, 0.0

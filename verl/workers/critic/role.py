@@ -6,21 +6,20 @@ from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
-from verl.workers.engine.fsdp.engine import FSDPEngine
+from verl.workers.engine.registry import get_engine_cls
 
 
 class CriticRole:
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
-        self.engine = FSDPEngine(
+        self.engine = get_engine_cls(critic_config.strategy)(
             model_config,
             model_config.fsdp_config,
             critic_config.optim,
             role="critic",
-            ulysses_sequence_parallel_size=int(getattr(critic_config, "ulysses_sequence_parallel_size", 1) or 1),
+            ulysses_sequence_parallel_size=critic_config.ulysses_sequence_parallel_size,
         ).initialize()
-        rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
-        mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
+        mini = per_rank_mini_batch_size(critic_config, critic_config.rollout_n, self.engine.dp_size, "critic")
         self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
         self.critic = DataParallelPPOCritic(
             self.config,

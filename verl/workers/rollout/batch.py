@@ -80,7 +80,8 @@ def assemble_output(
 
     Shapes: ``responses``, ``response_mask``, ``rollout_log_probs``: ``(bs*n, R)``. Output ``prompts (bs*n, P)``,
     ``input_ids = [prompts, responses]``, ``attention_mask = [prompt mask, response_mask]`` and
-    ``position_ids = [prompt positions, last prompt position + 1..R]``, all ``(bs*n, P+R)``. Other tensors and
+    ``position_ids = [prompt positions, last prompt position + 1..R]``, all ``(bs*n, P+R)``; M-RoPE position ids
+    ``(bs*n, 3, P)`` continue the same way in each of their three rows, giving ``(bs*n, 3, P+R)``. Other tensors and
     every non-tensor field of the prompt batch are repeated ``n`` times (``repeat(interleave=True)``).
     """
     repeated = prompts.repeat(n, interleave=True) if n > 1 else prompts
@@ -91,11 +92,11 @@ def assemble_output(
         prompt_positions = repeated.batch["position_ids"]
     else:
         prompt_positions = torch.clip(torch.cumsum(prompt_mask, dim=-1) - 1, min=0)
-    if prompt_positions.dim() != 2:
-        raise NotImplementedError("rollout: multi-dimensional (mrope) position_ids are not supported yet")
+    if prompt_positions.dim() not in (2, 3):
+        raise ValueError(f"rollout: position_ids must be (bs, P) or (bs, 3, P); got {tuple(prompt_positions.shape)}")
     response_length = responses.shape[1]
     delta = torch.arange(1, response_length + 1, device=device, dtype=prompt_positions.dtype)
-    response_positions = prompt_positions[:, -1:] + delta
+    response_positions = prompt_positions[..., -1:] + delta
     responses = responses.to(device=device, dtype=prompt_ids.dtype)
     response_mask = response_mask.to(device=device, dtype=prompt_mask.dtype)
 

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 from verl.protocol import DataProto
+from verl.workers.rollout.vllm_rollout.multimodal import reset_multimodal_caches
 from verl.workers.sharding_manager.base import BaseShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
@@ -92,6 +93,7 @@ class FSDPVLLMShardingManager(BaseShardingManager):
             self.inference_engine.wake_up(tags=["kv_cache"])
             self.is_sleeping = False
         self.inference_engine.reset_prefix_cache()
+        reset_multimodal_caches(self.inference_engine)  # image features of the old vision tower
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("rollout"))
 

@@ -15,6 +15,9 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from verl.workers.config.rollout import RolloutConfig
+from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
+
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -80,13 +83,12 @@ def cpu_kv_cache_bytes(
     return max(min(wanted, cap), 16 << 20)
 
 
-def _engine_kwargs(config: Any) -> dict[str, Any]:
-    engine_kwargs = getattr(config, "engine_kwargs", None) or {}
-    vllm_kwargs = engine_kwargs.get("vllm", None) or {}
+def _engine_kwargs(config: RolloutConfig) -> dict[str, Any]:
+    vllm_kwargs = config.engine_kwargs.get("vllm") or {}
     return {key: value for key, value in dict(vllm_kwargs).items() if value is not None}
 
 
-def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
+def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
     """``vllm.LLM(**kwargs)`` for the rollout config.
 
     ``max_model_len`` defaults to ``prompt_length + response_length``; ``logprobs_mode="processed_logprobs"`` so
@@ -108,9 +110,9 @@ def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_
         max_model_len=max_model_len,
         max_num_seqs=config.max_num_seqs,
         max_num_batched_tokens=max(config.max_num_batched_tokens, max_model_len),
-        enable_chunked_prefill=getattr(config, "enable_chunked_prefill", True),
-        enable_prefix_caching=getattr(config, "enable_prefix_caching", True),
-        disable_log_stats=getattr(config, "disable_log_stats", True),
+        enable_chunked_prefill=config.enable_chunked_prefill,
+        enable_prefix_caching=config.enable_prefix_caching,
+        disable_log_stats=config.disable_log_stats,
         trust_remote_code=trust_remote_code,
         logprobs_mode="processed_logprobs",
         seed=int(os.environ.get("RANK", "0")) // config.tensor_model_parallel_size,
@@ -121,5 +123,6 @@ def build_llm_kwargs(config: Any, model_path: str, hf_config: Any, trust_remote_
         kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(
             hf_config, dtype, max_model_len, config.max_num_seqs, config.gpu_memory_utilization
         )
+    kwargs.update(vision_engine_kwargs(config, hf_config))
     kwargs.update(_engine_kwargs(config))
     return kwargs

@@ -19,10 +19,7 @@ from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
 from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
-
-
-def _model_path(model_config: Any) -> str:
-    return getattr(model_config, "local_path", None) or model_config.path
+from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
 
 @register_rollout("vllm")
@@ -39,8 +36,8 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         from transformers import AutoConfig
         from vllm import LLM
 
-        model_path = _model_path(model_config)
-        trust_remote_code = bool(getattr(model_config, "trust_remote_code", False))
+        model_path = model_config.local_path
+        trust_remote_code = model_config.trust_remote_code
         self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         self._owns_process_group = ensure_process_group()
         self.llm_kwargs = build_llm_kwargs(config, model_path, self.hf_config, trust_remote_code)
@@ -101,7 +98,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
             prompts, self.config.prompt_length, settings.response_length, self.max_model_len, self.vocab_size
         )
         outputs = self.inference_engine.generate(
-            [{"prompt_token_ids": ids} for ids in prompt_token_ids],
+            engine_prompts(prompts, prompt_token_ids),
             sampling_params=self.sampling_params(settings),
             use_tqdm=False,
         )
