@@ -4,6 +4,10 @@
 A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``RolloutRole``, ``CriticRole``),
 each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
 
+Data dispatch is mesh-aware: each role's methods are split by that role's data-parallel rank (the ``dp``
+coordinate of its engine's ``(dp, sp)`` Ulysses mesh), so the ranks of a sequence-parallel group get the same
+rows and only the first of them is collected.
+
 Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
 ``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
 """
@@ -20,6 +24,7 @@ from verl.utils.device import get_nccl_backend
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -31,7 +36,12 @@ ROLES = {
     "actor_rollout": {"actor", "rollout"},
     "actor_rollout_ref": {"actor", "rollout", "ref"},
 }
-DP_MESH = "actor"
+ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH = "actor", "ref", "rollout", "critic"
+
+
+def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh) -> None:
+    """Dispatch ``mesh_name``'s methods by the ``dp`` coordinate; collect the first rank of each ``sp`` group."""
+    worker._register_dispatch_collect_info(mesh_name, dp_rank=mesh.dp_rank, is_collect=mesh.is_collect)
 
 
 def load_tokenizer(model_config: HFModelConfig):
@@ -84,17 +94,20 @@ class ActorRolloutRefWorker(Worker):
         """Build the roles: the actor first (the rollout reads its weights), the reference last."""
         model_config = self.config.model
         self.tokenizer = load_tokenizer(model_config)
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(ROLLOUT_MESH, dp_rank=self.rank, is_collect=True)
         if "actor" in self.parts:
             self.actor = ActorRole(model_config, self.config.actor, self.tokenizer, self.config.rollout.n)
+            register_ulysses_dispatch(self, ACTOR_MESH, self.actor.engine.ulysses)
         if "rollout" in self.parts:
             source = self.actor.module if self.actor is not None else self._frozen_policy().engine.module
             self.rollout = RolloutRole(self.config.rollout, model_config, self.tokenizer, source)
         if "ref" in self.parts:
             if self.actor is not None and int(model_config.lora_rank) > 0:
                 self.ref = LoraReferenceRole(self.actor, self.config.ref)
+                register_ulysses_dispatch(self, REF_MESH, self.actor.engine.ulysses)
             else:
                 self.ref = ReferenceRole(model_config, self.config.ref)
+                register_ulysses_dispatch(self, REF_MESH, self.ref.engine.ulysses)
 
     def _frozen_policy(self) -> ReferenceRole:
         """A rollout-only worker still needs the policy weights to sync from: a frozen copy."""
@@ -107,11 +120,11 @@ class ActorRolloutRefWorker(Worker):
             raise RuntimeError(f"{method} needs the {part!r} role; this worker's role is {self.role!r}")
         return value
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ROLLOUT_MESH))
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self._require("rollout", "generate_sequences").generate_sequences(prompts)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """``old_log_probs`` and ``entropys`` ``(bs, R)`` of the current actor (rollout's log-prob settings)."""
         actor = self._require("actor", "compute_log_prob")
@@ -122,14 +135,14 @@ class ActorRolloutRefWorker(Worker):
             tensors={"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": temperature}
         )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         ref = self._require("ref", "compute_ref_log_prob")
         temperature = float(self.config.rollout.temperature)
         log_probs = ref.compute_ref_log_prob(data, log_prob_meta(self.config.ref, temperature))
         return DataProto.from_dict(tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature})
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def update_actor(self, data: DataProto) -> DataProto:
         actor = self._require("actor", "update_actor")
         data.meta_info.setdefault("temperature", float(self.config.rollout.temperature))
@@ -158,14 +171,14 @@ class CriticWorker(Worker):
     def init_model(self) -> None:
         from verl.workers.critic.role import CriticRole
 
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
         self.critic = CriticRole(self.config, load_tokenizer(self.config.model))
+        register_ulysses_dispatch(self, CRITIC_MESH, self.critic.engine.ulysses)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
         return DataProto.from_dict(tensors={"values": self.critic.compute_values(data)})
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def update_critic(self, data: DataProto) -> DataProto:
         metrics = self.critic.update(data)
         metrics.setdefault("perf/max_memory_allocated_gb", max_memory_allocated_gb())

@@ -67,8 +67,6 @@ def test_disallowed_value_lists_allowed_values():
     assert expected in message
     message = _error(["trainer.logger=[console,tensorbord]"])
     assert "trainer.logger='tensorbord' is not a registered logger; registered: console, file" in message
-    message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"])
-    assert "ulysses_sequence_parallel_size=2 is not allowed; allowed values: 1" in message
     message = _error(["actor_rollout_ref.actor.kl_loss_type=k9"])
     assert "actor_rollout_ref.actor.kl_loss_type='k9'" in message and "low_var_kl" in message
 
@@ -77,6 +75,8 @@ def test_out_of_range_value_names_range():
     message = _error(["actor_rollout_ref.rollout.n=0"])
     assert "actor_rollout_ref.rollout.n=0 is out of range; allowed: > 0" in message
     assert "critic.rollout_n" not in message  # a copy by interpolation is not reported twice
+    message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=0"])
+    assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=0 is out of range; allowed: > 0" in message
     message = _error(["actor_rollout_ref.rollout.top_p=1.5"])
     assert "actor_rollout_ref.rollout.top_p=1.5 is out of range; allowed: > 0.0 and <= 1.0" in message
 

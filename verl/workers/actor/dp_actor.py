@@ -1,9 +1,12 @@
 """Data-parallel PPO actor over an FSDP2 module: log-probs and the clipped-surrogate policy update.
 
 The update is the same on 1 or N ranks and for any micro-batch split: every micro-batch loss is its share of
-the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over all ranks), the
-shares are summed by gradient accumulation, and the loss is multiplied by the data-parallel size because
-FSDP averages gradients over ranks.
+the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over the data-parallel
+ranks), the shares are summed by gradient accumulation, and the loss is multiplied by the world size because
+FSDP averages gradients over all ranks. With Ulysses sequence parallelism (``ulysses``) a group of ranks shares
+each micro-batch, each running a slice of its tokens: counts and metrics are summed over the data-parallel group
+only, and token budgets (``*_max_token_len_per_gpu``) are multiplied by the group size (verl's convention: the
+budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
 """
@@ -22,7 +25,14 @@ from verl.workers.actor.base import BasePPOActor
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
-from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.engine.micro_batches import (
+    all_reduce_sum,
+    dp_world_size,
+    global_counts,
+    plan_micro_batches,
+    token_budget,
+)
 from verl.workers.engine.multimodal_inputs import micro_batch_multi_modal_inputs, with_row_index
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
@@ -41,7 +51,8 @@ def _scalar(value) -> float:
 class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
     multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
-    policy passes its ``RefConfig`` and only computes log-probs."""
+    policy passes its ``RefConfig`` and only computes log-probs. ``ulysses`` is the engine's ``(dp, sp)`` mesh
+    (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism."""
 
     def __init__(
         self,
@@ -49,11 +60,17 @@ class DataParallelPPOActor(BasePPOActor):
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
+        ulysses: UlyssesMesh | None = None,
     ):
         super().__init__(config)
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = use_remove_padding
+        self.ulysses = ulysses if ulysses is not None and ulysses.enabled else None
+        self.sp_size = self.ulysses.sp_size if self.ulysses is not None else 1
+        self.dp_group = self.ulysses.dp_group if self.ulysses is not None else None  # None: every rank
+        if self.ulysses is not None and not use_remove_padding:
+            raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
 
     # ------------------------------------------------------------------ forward
     def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
@@ -71,6 +88,7 @@ class DataParallelPPOActor(BasePPOActor):
             multi_modal_inputs=micro_batch_multi_modal_inputs(
                 multi_modal_rows, micro_batch, micro_batch["input_ids"].device
             ),
+            ulysses=self.ulysses,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -91,7 +109,7 @@ class DataParallelPPOActor(BasePPOActor):
             _tensor_batch(data),
             meta.get("micro_batch_size"),
             bool(meta.get("use_dynamic_bsz", False)),
-            meta.get("max_token_len"),
+            token_budget(meta.get("max_token_len"), self.sp_size),
         )
         log_probs, entropys = [], []
         with torch.no_grad():
@@ -180,13 +198,13 @@ class DataParallelPPOActor(BasePPOActor):
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"])
+                counts = global_counts(mini_batch.batch["response_mask"], self.dp_group)
                 multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
                     _tensor_batch(mini_batch),
                     config.ppo_micro_batch_size_per_gpu,
                     config.use_dynamic_bsz,
-                    config.ppo_max_token_len_per_gpu,
+                    token_budget(config.ppo_max_token_len_per_gpu, self.sp_size),
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
@@ -199,7 +217,7 @@ class DataParallelPPOActor(BasePPOActor):
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
                 for name, values in step_metrics.items():
                     if name in summed:
-                        metrics[name].append(all_reduce_sum(sum(values)))
+                        metrics[name].append(all_reduce_sum(sum(values), self.dp_group))
                     else:
                         metrics[name].append(sum(values) / len(values))
                 metrics["actor/grad_norm"].append(grad_norm)

@@ -38,8 +38,11 @@ class EngineRoleConfig(BaseConfig):
     strategy: str = registry_field("fsdp", "verl.workers.engine.registry:ENGINE_REGISTRY")
     """Registered training engine (``verl.workers.engine.registry``); ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+    ulysses_sequence_parallel_size: int = bounded_field(1, gt=0)
+    """Ulysses sequence-parallel degree: each packed micro-batch is split over this many ranks along the sequence
+    (all-to-all around attention). Must divide the world size and the model's attention heads, and divide its KV
+    heads or be a multiple of them; needs ``use_remove_padding``. Token budgets (``*_max_token_len_per_gpu``)
+    are per GPU, so a micro-batch holds up to budget * this many tokens."""
 
 
 @dataclass
