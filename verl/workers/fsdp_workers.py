@@ -36,7 +36,7 @@ ROLES = {
     "actor_rollout": {"actor", "rollout"},
     "actor_rollout_ref": {"actor", "rollout", "ref"},
 }
-ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH = "actor", "ref", "rollout", "critic"
+ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH, REWARD_MESH = "actor", "ref", "rollout", "critic", "reward_model"
 
 
 def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh) -> None:
@@ -206,10 +206,10 @@ class RewardModelWorker(Worker):
     def init_model(self) -> None:
         from verl.workers.reward_model.role import RewardModelRole
 
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(REWARD_MESH, dp_rank=self.rank, is_collect=True)
         self.reward_model = RewardModelRole(self.config)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REWARD_MESH))
     def compute_rm_score(self, data: DataProto) -> DataProto:
         """``rm_scores (bs, R)``: the reward model's score at each response's last token."""
         return self.reward_model.compute_rm_score(data)
