@@ -14,6 +14,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
     + [*EXAMPLES.glob("agent_loop/*.sh")]
+    + [*EXAMPLES.glob("reward_model/*.sh")]
     + [*(EXAMPLES.parent / "recipe").glob("*/*.sh")]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )

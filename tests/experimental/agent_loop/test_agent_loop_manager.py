@@ -55,6 +55,7 @@ def setup(trained_model_path):
             "actor_rollout_ref.rollout.n=2",
             "actor_rollout_ref.rollout.gpu_memory_utilization=0.05",
             "actor_rollout_ref.rollout.max_num_seqs=16",
+            "actor_rollout_ref.rollout.calculate_log_probs=True",
             "trainer.n_gpus_per_node=1",
         ]
     )
@@ -94,6 +95,8 @@ def test_async_greedy_equals_sync_greedy(setup):
     async_output = manager.generate_sequences(prompt_batch(tokenizer, meta))
     for key in ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids"):
         assert torch.equal(async_output.batch[key], sync.batch[key]), key
+    # the same engine scored the same tokens: log-probs equal up to batch-composition float32 effects
+    assert torch.allclose(async_output.batch["rollout_log_probs"], sync.batch["rollout_log_probs"], atol=1e-4)
     assert async_output.non_tensor_batch["uid"].tolist() == [f"u{i}" for i in range(len(PROMPTS))]
     metrics = async_output.meta_info["metrics"]
     assert metrics["num_turns/mean"] == 2.0 and "timing_s/update_weights" in metrics

@@ -40,6 +40,7 @@ class EchoLoop(AgentLoopBase):
             prompt_ids=prompt,
             response_ids=response,
             response_mask=[1] * len(output.token_ids) + [0],
+            response_logprobs=None if output.log_probs is None else output.log_probs + [0.0],
             num_turns=3,
             extra_fields={"echo": True},
         )
@@ -53,7 +54,8 @@ class RecordingServer:
 
     def generate(self, prompt_ids, sampling_params, request_id):
         self.sampling.append(dict(sampling_params))
-        return TokenOutput(token_ids=[7, 8], log_probs=[-0.5, -0.25], stop_reason="stop")
+        log_probs = [-0.5, -0.25] if sampling_params.get("logprobs", True) else None
+        return TokenOutput(token_ids=[7, 8], log_probs=log_probs, stop_reason="stop")
 
 
 @pytest.fixture
@@ -66,6 +68,7 @@ def loop_config(tmp_path):
             "actor_rollout_ref.rollout.mode=async",
             "actor_rollout_ref.rollout.temperature=0.7",
             "actor_rollout_ref.rollout.top_p=0.9",
+            "actor_rollout_ref.rollout.calculate_log_probs=True",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path}",
             "data.max_prompt_length=8",
             "data.max_response_length=6",
@@ -98,7 +101,7 @@ def test_rows_pick_their_loop_and_the_batch_has_the_sync_keys(loop_config):
     assert output.non_tensor_batch["__num_turns__"].tolist() == [3, 2]
     assert output.non_tensor_batch["echo"].tolist() == [True, None]
     assert len(output.meta_info["metrics"]) == 2
-    assert server.sampling[0] == {"temperature": 0.7, "top_p": 0.9, "top_k": -1}
+    assert server.sampling[0] == {"temperature": 0.7, "top_p": 0.9, "top_k": -1, "logprobs": True}
 
 
 def test_greedy_and_validation_sampling(loop_config):

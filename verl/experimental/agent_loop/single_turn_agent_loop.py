@@ -28,7 +28,7 @@ class SingleTurnAgentLoop(AgentLoopBase):
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=[1] * len(response_ids),
-            response_logprobs=(output.log_probs or [])[: len(response_ids)] or None,
+            response_logprobs=None if output.log_probs is None else output.log_probs[: len(response_ids)],
             num_turns=2,
             metrics=AgentLoopMetrics(**metrics),
         )

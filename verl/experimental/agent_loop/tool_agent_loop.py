@@ -49,7 +49,7 @@ class AgentData:
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
-    response_logprobs: list[float] = field(default_factory=list)
+    response_logprobs: list[float] | None = field(default_factory=list)  # None once a turn came without them
     tool_calls: list[FunctionCall] = field(default_factory=list)
     tool_instances: dict[str, str] = field(default_factory=dict)
     interaction: Any = None
@@ -138,7 +138,10 @@ class ToolAgentLoop(AgentLoopBase):
         tokens = list(output.token_ids)[:budget]
         data.response_ids += tokens
         data.response_mask += [1] * len(tokens)
-        data.response_logprobs += list(output.log_probs or [0.0] * len(tokens))[: len(tokens)]
+        if output.log_probs is None or data.response_logprobs is None:
+            data.response_logprobs = None
+        else:
+            data.response_logprobs += list(output.log_probs)[: len(tokens)]
         data.assistant_turns += 1
         content = self.chat.assistant_content(tokens)
         data.messages.append({"role": "assistant", "content": content})
@@ -180,7 +183,8 @@ class ToolAgentLoop(AgentLoopBase):
             return AgentState.TERMINATED
         data.response_ids += ids
         data.response_mask += [0] * len(ids)
-        data.response_logprobs += [0.0] * len(ids)
+        if data.response_logprobs is not None:
+            data.response_logprobs += [0.0] * len(ids)
         data.user_turns += 1
         return AgentState.GENERATING
 
@@ -253,11 +257,12 @@ class ToolAgentLoop(AgentLoopBase):
                 "non-canonical tokenization, or the template renders turns differently); training uses the "
                 "sampled ids. Logged once; see agent_loop/tokenization_mismatch/mean"
             )
+        log_probs = data.response_logprobs
         return AgentLoopOutput(
             prompt_ids=data.prompt_ids,
             response_ids=data.response_ids[: self.response_length],
             response_mask=data.response_mask[: self.response_length],
-            response_logprobs=data.response_logprobs[: self.response_length],
+            response_logprobs=None if log_probs is None else log_probs[: self.response_length],
             num_turns=1 + data.assistant_turns + data.user_turns,
             metrics=AgentLoopMetrics(**data.metrics),
             extra_fields={

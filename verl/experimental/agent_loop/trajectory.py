@@ -7,7 +7,8 @@ For prompt ``[p1 p2]`` and response ``[a1 a2 | t1 t2 | a3 <eos>]`` (model, tool,
     response_mask   [1  1  0  0  1  1   0   0  ]      1 only where the model sampled the token
     attention_mask  [0 0 1 1 | 1 1 1 1 1 1 0 0]      every real token, tool tokens included
     position_ids    [0 0 0 1 | 2 3 4 5 6 7 8 9]      prompt positions, then counting on (as in sync)
-    rollout_log_probs: engine log-prob on model tokens, 0 elsewhere
+    rollout_log_probs: engine log-prob on model tokens, 0 elsewhere (only when every trajectory has log-probs,
+                       i.e. with rollout.calculate_log_probs, as in sync)
 """
 
 from __future__ import annotations
@@ -62,9 +63,6 @@ def build_rollout_batch(
     responses = right_pad([o.response_ids for o in outputs], response_length, pad_token_id, torch.long)
     response_mask = right_pad([o.response_mask for o in outputs], response_length, 0, torch.long)
     response_attention = right_pad([[1] * len(o.response_ids) for o in outputs], response_length, 0, torch.long)
-    log_probs = right_pad(
-        [o.response_logprobs or [0.0] * len(o.response_ids) for o in outputs], response_length, 0.0, torch.float32
-    )
     prompt_positions = torch.clip(torch.cumsum(prompt_mask, dim=-1) - 1, min=0)
     response_positions = prompt_positions[:, -1:] + torch.arange(1, response_length + 1)
     tensors = {
@@ -74,8 +72,10 @@ def build_rollout_batch(
         "input_ids": torch.cat([prompts, responses], dim=-1),
         "attention_mask": torch.cat([prompt_mask, response_attention], dim=-1),
         "position_ids": torch.cat([prompt_positions, response_positions], dim=-1),
-        "rollout_log_probs": log_probs,
     }
+    if all(o.response_logprobs is not None for o in outputs):
+        rows = [o.response_logprobs for o in outputs]
+        tensors["rollout_log_probs"] = right_pad(rows, response_length, 0.0, torch.float32)
     columns = dict(non_tensors or {})
     columns["__num_turns__"] = np.array([o.num_turns for o in outputs], dtype=np.int32)
     for key in sorted({key for o in outputs for key in o.extra_fields}):

@@ -24,11 +24,17 @@ from verl.protocol import DataProto
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 
 
-def sampling_params_of(settings: SamplingSettings) -> dict[str, Any]:
-    """The per-request sampling dict of the servers (greedy is temperature 0)."""
+def sampling_params_of(settings: SamplingSettings, log_probs: bool) -> dict[str, Any]:
+    """The per-request sampling dict of the servers (greedy is temperature 0); ``logprobs`` asks for the engine's
+    log-probs of the sampled tokens (``rollout.calculate_log_probs``, as in ``sync``)."""
     if settings.greedy:
-        return {"temperature": 0.0, "top_p": 1.0, "top_k": -1}
-    return {"temperature": settings.temperature, "top_p": settings.top_p, "top_k": settings.top_k}
+        return {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": log_probs}
+    return {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "logprobs": log_probs,
+    }
 
 
 class AgentLoopWorker:
@@ -50,7 +56,7 @@ class AgentLoopWorker:
         """The rollout batch of ``batch`` (one trajectory per row, in row order)."""
         eos_ids, pad_id = resolve_special_ids(batch.meta_info, self.tokenizer)
         settings = resolve_sampling(self.rollout_config, batch.meta_info, eos_ids, pad_id)
-        sampling_params = sampling_params_of(settings)
+        sampling_params = sampling_params_of(settings, bool(self.rollout_config.calculate_log_probs))
         non_tensors = dict(batch.non_tensor_batch)
         default = self.rollout_config.agent.default_agent_loop
         names = non_tensors.get("agent_name", np.array([default] * len(batch), dtype=object))

@@ -35,14 +35,15 @@ SAMPLING_KEYS = (
     "seed",
     "logprobs",
 )
-"""Keys an agent loop may put in ``sampling_params`` (``logprobs`` is accepted and ignored: log-probs of the
-sampled tokens always come back)."""
+"""Keys an agent loop may put in ``sampling_params``; ``logprobs`` (default True) asks for the engine's log-prob of
+each sampled token (``rollout.calculate_log_probs`` in the agent-loop workers)."""
 
 
 @dataclass
 class TokenOutput:
     """One model turn: the sampled ``token_ids`` (EOS included when the turn ended on it), the engine's log-prob of
-    each (``log_probs``, same length) and why it stopped: ``stop`` (EOS), ``length`` (``max_tokens``) or ``abort``."""
+    each (``log_probs``, same length; None when not asked for) and why it stopped: ``stop`` (EOS), ``length``
+    (``max_tokens``) or ``abort``."""
 
     token_ids: list[int]
     log_probs: list[float] | None = None

@@ -86,7 +86,7 @@ class AsyncvLLMServer(AsyncRolloutServer):
 
     def sampling_params(self, sampling_params: dict[str, Any], prompt_length: int):
         """``vllm.SamplingParams`` of one turn: the agent loop's values, EOS stops, the engine log-prob of each
-        sampled token, and at most ``max_model_len - prompt_length`` new tokens."""
+        sampled token (unless ``logprobs`` is False), and at most ``max_model_len - prompt_length`` new tokens."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -104,7 +104,7 @@ class AsyncvLLMServer(AsyncRolloutServer):
             **values,
             stop_token_ids=[] if self.ignore_eos else list(self.eos_token_ids),
             ignore_eos=self.ignore_eos,
-            logprobs=0,
+            logprobs=0 if sampling_params.get("logprobs", True) else None,
             detokenize=False,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
@@ -165,7 +165,9 @@ class AsyncvLLMServer(AsyncRolloutServer):
     def _resolve(self, output: Any) -> None:
         completion = output.outputs[0]
         tokens = list(completion.token_ids)
-        log_probs = [step[token].logprob for step, token in zip(completion.logprobs or [], tokens)]
+        log_probs = None
+        if completion.logprobs is not None:
+            log_probs = [step[token].logprob for step, token in zip(completion.logprobs, tokens)]
         future = self._futures.pop(self._external_id(output.request_id), None)
         if future is not None:
             future.set_result(TokenOutput(token_ids=tokens, log_probs=log_probs, stop_reason=completion.finish_reason))
