@@ -11,12 +11,12 @@ Each row asks for step-by-step reasoning, then the ``calc_gsm8k_reward`` tool, t
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsm8k import DATA_SOURCE, INSTRUCTION, extract_solution, load_split  # noqa: E402
+import gsm8k  # noqa: E402
+from gsm8k import DATA_SOURCE, INSTRUCTION, extract_solution  # noqa: E402
 
 TOOL_NAME = "calc_gsm8k_reward"
 SYSTEM_PROMPT = (
@@ -52,24 +52,5 @@ def make_row(example: dict, split: str, index: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--local_dataset_path", default=None, help="folder with train.jsonl and test.jsonl")
-    parser.add_argument("--local_save_dir", default="~/data/gsm8k_multiturn_w_tool", help="output folder")
-    parser.add_argument("--max_samples", type=int, default=-1, help="keep only the first N rows of each split")
-    args = parser.parse_args(argv)
-
-    from verl.utils.dataset.row_reading import write_parquet
-
-    save_dir = os.path.expanduser(args.local_save_dir)
-    for split in ("train", "test"):
-        examples = load_split(split, args.local_dataset_path)
-        if args.max_samples > 0:
-            examples = examples[: args.max_samples]
-        rows = [make_row(example, split, index) for index, example in enumerate(examples)]
-        write_parquet(rows, os.path.join(save_dir, f"{split}.parquet"))
-        print(f"wrote {len(rows)} {split} rows to {os.path.join(save_dir, split + '.parquet')}")
-
-
 if __name__ == "__main__":
-    main()
+    gsm8k.main(row_fn=make_row, save_dir="~/data/gsm8k_multiturn_w_tool", doc=__doc__)
