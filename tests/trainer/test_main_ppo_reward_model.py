@@ -29,7 +29,7 @@ def test_reward_model_resource_pool_layout():
     from verl.trainer.main_ppo import TaskRunner, resource_pool_mapping, resource_pool_spec
     from verl.trainer.ppo.utils import Role
 
-    rm = ["reward_model.enable=True", "reward_model.model.path=/models/rm", "trainer.n_gpus_per_node=4"]
+    rm = ["reward_model.enable=True", "reward_model.model.path=org/rm", "trainer.n_gpus_per_node=4"]
     shared = load_config(rm)
     mapping = TaskRunner._role_worker_mapping(shared, use_critic=False, use_reference_policy=False)
     assert Role.RewardModel in mapping

@@ -7,7 +7,7 @@ import pytest
 from verl.trainer.config.loader import load_config
 from verl.trainer.config.validation import ConfigError
 
-RM = ["reward_model.enable=True", "reward_model.model.path=/models/rm"]
+RM = ["reward_model.enable=True", "reward_model.model.path=models/rm"]
 JUDGE = ["reward_model.enable=True", "reward_model.use_reward_loop=True", "reward_model.model.path=default"]
 
 
@@ -93,3 +93,8 @@ def test_async_reward_cannot_feed_dynamic_sampling():
         ]
     )
     assert any("launch_reward_fn_async=True cannot run with algorithm.filter_groups.enable=True" in e for e in errors)
+
+
+def test_a_missing_local_reward_model_folder_is_named():
+    errors = _errors(["reward_model.enable=True", "reward_model.model.path=/no/such/rm"])
+    assert any("reward_model.model.path='/no/such/rm' is not a folder" in e for e in errors)

@@ -5,6 +5,8 @@ Each message names every key involved and the fix; they run before Ray or any mo
 
 from __future__ import annotations
 
+import os
+
 from verl.trainer.config.root import PPOConfig
 from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.config.reward_model import REWARD_SOURCES, RewardModelConfig
@@ -101,6 +103,12 @@ def reward_model_errors(cfg: PPOConfig) -> list[str]:
             f"reward_model.enable=True needs reward_model.model.path (now {rm.model.path!r}, the embedded chat model, "
             "which has no reward head): a sequence-classification reward model or a causal LM with a value head; "
             "or set reward_model.use_reward_loop=True to use a causal LM as a generative judge"
+        )
+    local = rm.model.path.startswith(("/", "~", "./", "../"))
+    if rm.enable and local and not os.path.isdir(os.path.expanduser(rm.model.path)):
+        errors.append(
+            f"reward_model.model.path={rm.model.path!r} is not a folder; point it at a Hugging Face model folder "
+            "(or a hub id)"
         )
     if rm.enable and not rm.use_reward_loop:
         errors += _discriminative_errors(cfg)
