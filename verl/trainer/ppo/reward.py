@@ -195,8 +195,9 @@ def compute_reward_async(data: DataProto, reward_fn: Callable):
     for known_fn, known_job, actor in _REWARD_WORKERS:
         if known_fn is reward_fn and known_job == job:
             return actor.compute.remote(data)
-    # no logical CPU: on a small machine the training pool's placement groups may hold all of them
-    actor = ray.remote(num_cpus=0)(_RewardWorker).remote(reward_fn)
+    # no logical CPU: on a small machine the training pool's placement groups may hold all of them; restarts and
+    # retries: a process killed from outside (the node's OOM killer) must not end the run
+    actor = ray.remote(num_cpus=0, max_restarts=2, max_task_retries=2)(_RewardWorker).remote(reward_fn)
     _REWARD_WORKERS[:] = [entry for entry in _REWARD_WORKERS if entry[1] == job] + [(reward_fn, job, actor)]
     return actor.compute.remote(data)
 
