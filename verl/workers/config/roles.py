@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field
 from verl.workers.config.engine import FSDPEngineConfig
+from verl.workers.config.megatron import McoreEngineConfig
 from verl.workers.config.optimizer import OptimConfig
 
-STRATEGIES = ("fsdp", "fsdp2")
-"""Training-engine strategies; both names select the FSDP2 engine."""
+STRATEGIES = ("fsdp", "fsdp2", "megatron")
+"""Training-engine strategies: ``fsdp`` and ``fsdp2`` select the FSDP2 engine, ``megatron`` the megatron-core one."""
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """Ways of reducing a (batch, response_len) loss matrix to a scalar (see ``core_algos.agg_loss``)."""
@@ -39,10 +40,13 @@ class EngineRoleConfig(BaseConfig):
     """Fields of every role that runs a model in the training engine."""
 
     strategy: str = choice_field("fsdp", STRATEGIES)
-    """Training-engine strategy; ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
+    """Training engine: ``fsdp``/``fsdp2`` (FSDP2, reads ``fsdp_config``) or ``megatron`` (reads ``megatron``)."""
 
     ulysses_sequence_parallel_size: int = choice_field(1, (1,))
     """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+
+    megatron: McoreEngineConfig = field(default_factory=McoreEngineConfig)
+    """Tensor/pipeline parallel layout and offload of this role's model when ``strategy`` is ``megatron``."""
 
 
 @dataclass

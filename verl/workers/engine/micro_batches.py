@@ -15,14 +15,21 @@ def dp_world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def all_reduce_sum(value: float | int | torch.Tensor) -> float:
-    """Sum of a scalar over all ranks (the value itself without torch.distributed)."""
+def _group_size(group) -> int:
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return dist.get_world_size(group)
+
+
+def all_reduce_sum(value: float | int | torch.Tensor, group=None) -> float:
+    """Sum of a scalar over the ranks of ``group`` (default: all ranks; the value itself without
+    torch.distributed). Engines with model parallelism pass their data-parallel group."""
     tensor = torch.as_tensor(value, dtype=torch.float64).reshape(1).clone()
-    if dp_world_size() > 1:
+    if _group_size(group) > 1:
         from verl.utils.device import current_device
 
         tensor = tensor.to(current_device())
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     return float(tensor.item())
 
 
@@ -53,14 +60,15 @@ def plan_micro_batches(batch, micro_batch_size: int | None, use_dynamic_bsz: boo
     return MicroBatchPlan(list(batch.split(micro_batch_size)))
 
 
-def global_counts(response_mask: torch.Tensor) -> tuple[float, float]:
-    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over all data-parallel ranks."""
+def global_counts(response_mask: torch.Tensor, group=None) -> tuple[float, float]:
+    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over the data-parallel ranks
+    (``group``; default all ranks, which are all data-parallel for FSDP)."""
     tokens = response_mask.sum()
     seqs = (response_mask.sum(dim=-1) > 0).sum()
     both = torch.stack([tokens.double(), seqs.double()])
-    if dp_world_size() > 1:
+    if _group_size(group) > 1:
         from verl.utils.device import current_device
 
         both = both.to(current_device())
-        dist.all_reduce(both)
+        dist.all_reduce(both, group=group)
     return float(both[0]), float(both[1])
