@@ -1,4 +1,4 @@
-"""Command line: ``python -m verl.model_merger merge --backend fsdp --local_dir <ckpt> --target_dir <out>``."""
+"""Command line: ``python -m verl.model_merger merge --backend fsdp|megatron --local_dir <ckpt> --target_dir <out>``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 import verl.model_merger.fsdp_model_merger  # noqa: F401  (registers the 'fsdp' backend)
+import verl.model_merger.megatron_model_merger  # noqa: F401  (registers the 'megatron' backend)
 from verl.model_merger.base_model_merger import MERGER_BACKENDS, ModelMergerConfig, get_model_merger_cls
 
 

@@ -24,6 +24,7 @@ def register_model_merger(name: str) -> Callable[[type], type]:
 def get_model_merger_cls(name: str) -> type:
     # importing the backends registers them
     import verl.model_merger.fsdp_model_merger  # noqa: F401
+    import verl.model_merger.megatron_model_merger  # noqa: F401
 
     if name not in MERGER_BACKENDS:
         raise ValueError(f"unknown model merger backend {name!r}; registered: {sorted(MERGER_BACKENDS)}")

@@ -164,13 +164,15 @@ class TaskRunner:
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
-        """Worker classes per role. With LoRA the reference is the actor with adapters off (no separate group)."""
+        """Worker classes per role, by each role's ``strategy`` (``verl.workers.engine_registry``). With LoRA the
+        reference is the actor with adapters off (no separate group)."""
         from verl.trainer.ppo.utils import Role
-        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+        from verl.workers.engine_registry import get_worker_classes
 
+        ActorRolloutRefWorker, _ = get_worker_classes(config.actor_rollout_ref.actor.strategy)  # noqa: N806
         mapping = {Role.ActorRollout: ActorRolloutRefWorker}
         if use_critic:
-            mapping[Role.Critic] = CriticWorker
+            mapping[Role.Critic] = get_worker_classes(config.critic.strategy)[1]
         lora = int(config.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
         if use_reference_policy and not lora:
             mapping[Role.RefPolicy] = ActorRolloutRefWorker

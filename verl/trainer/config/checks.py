@@ -12,6 +12,7 @@ import importlib
 import sys
 from typing import Any
 
+from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
 from verl.trainer.config.registry_names import static_names
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.trainer import LOGGER_NAMES
@@ -48,6 +49,9 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     batch = cfg.data.train_batch_size
     mini = role.ppo_mini_batch_size
     world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
+    if model_parallel_size(role) > 1:  # Megatron: the batch splits over data-parallel ranks only
+        world_keys += f" / ({key}.megatron tensor * pipeline parallel size)"
+        world = data_parallel_size(role, world)
     if batch % mini:
         errors.append(
             f"data.train_batch_size={batch} must be a multiple of {key}.ppo_mini_batch_size={mini} (prompts per "
@@ -273,6 +277,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _reward_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
+    errors += megatron_errors(cfg)
     return errors
 
 

@@ -69,6 +69,10 @@ class FSDPVLLMShardingManager(BaseShardingManager):
         self.tp_rank = tp_group.rank_in_group
         self.tp_cpu_group = tp_group.cpu_group
 
+    def iter_weights(self):
+        """``(hf_name, full tensor)`` pairs to stream into the engine (a collective over the training ranks)."""
+        return iter_actor_weights(self.module, self.bucket_bytes)
+
     def sync_weights(self) -> int:
         """Stream the actor's weights into the engine; returns the number of tensors sent."""
         count = 0
@@ -79,7 +83,7 @@ class FSDPVLLMShardingManager(BaseShardingManager):
                 count += 1
                 yield pair
 
-        weights = counted(iter_actor_weights(self.module, self.bucket_bytes))
+        weights = counted(self.iter_weights())
         self.inference_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         return count
 
