@@ -265,6 +265,10 @@ class MegatronCheckpointManager(FSDPCheckpointManager):
             set_rng_state(extra["rng"])
             if engine.lr_scheduler is not None and "lr_scheduler" in extra:
                 engine.lr_scheduler.load_state_dict(extra["lr_scheduler"])
+                # the optimizer's groups hold the lr actually used by the next step (the moments are restored
+                # tensor by tensor, not through the optimizer's state dict, so its param_groups are not)
+                for group, lr in zip(engine.optimizer.param_groups, engine.lr_scheduler.get_last_lr(), strict=True):
+                    group["lr"] = lr
         engine.offload_params()
         if dist.is_initialized():
             dist.barrier()

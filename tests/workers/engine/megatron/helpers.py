@@ -15,14 +15,22 @@ def reset_parallel_state() -> None:
         parallel_state.destroy_model_parallel()
 
 
-def megatron_actor(path: str, tp: int = 1, pp: int = 1, vpp: int | None = None, micro: int = 2, **engine_overrides):
+def megatron_actor(
+    path: str,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int | None = None,
+    micro: int = 2,
+    optim_overrides: dict | None = None,
+    **engine_overrides,
+):
     """A fresh Megatron engine + ``MegatronPPOActor`` with test_dp_actor's PPO settings."""
     from verl.workers.actor.megatron_actor import MegatronPPOActor
     from verl.workers.config import FSDPActorConfig, HFModelConfig, McoreEngineConfig, OptimConfig
     from verl.workers.engine.megatron.engine import MegatronEngine
 
     reset_parallel_state()
-    optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS})
+    optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS}, **(optim_overrides or {}))
     engine_config = McoreEngineConfig(
         tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp,
