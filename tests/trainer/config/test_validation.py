@@ -49,8 +49,10 @@ def test_wrong_type_names_key():
 
 
 def test_disallowed_value_lists_allowed_values():
-    message = _error(["actor_rollout_ref.actor.strategy=megatron"])
-    assert "actor_rollout_ref.actor.strategy='megatron' is not allowed; allowed values: fsdp, fsdp2" in message
+    message = _error(["actor_rollout_ref.actor.strategy=deepspeed"])
+    assert (
+        "actor_rollout_ref.actor.strategy='deepspeed' is not allowed; allowed values: fsdp, fsdp2, megatron" in message
+    )
     message = _error(["actor_rollout_ref.rollout.name=sglang"])
     assert "actor_rollout_ref.rollout.name='sglang' is not allowed; allowed values: vllm, hf" in message
     message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"])
