@@ -19,8 +19,10 @@ import torch.distributed as dist
 
 from verl.models.mcore.model import named_global_parameters
 from verl.models.mcore.tp_split import full_shape, partition, tp_merge
-from verl.models.mcore.weight_converter import is_value_model, mcore_param_names, to_hf
+from verl.models.mcore.weight_converter import is_tied, is_value_model, mcore_param_names, to_hf
 from verl.workers.engine.megatron.parallel import Ranks
+
+EMBEDDING = "embedding.word_embeddings.weight"
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,20 @@ def iter_hf_weights(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(hf_name, full tensor)`` for the whole model; every rank must consume the iterator to its end."""
+    """Yield ``(hf_name, full tensor)`` for the whole model (a tied model's head as ``lm_head.weight`` too, the
+    embedding tensor itself); every rank must consume the iterator to its end."""
     params = local_parameters(chunks)
     value_model = is_value_model(hf_config)
+    tied = is_tied(hf_config)
     bucket: list[tuple[str, torch.Tensor]] = []
     size = 0
     for name, spec in specs.items():
         full = gather_full(name, spec, params, ranks, value_model)
-        for hf_name, tensor in to_hf(name, full, hf_config):
+        pairs = to_hf(name, full, hf_config)
+        if tied and name == EMBEDDING:
+            # rollout engines load the tied head by its own name too (as an HF state_dict lists it)
+            pairs.append(("lm_head.weight", full))
+        for hf_name, tensor in pairs:
             if dtype is not None and tensor.is_floating_point():
                 tensor = tensor.to(dtype)
             if device is not None:
