@@ -4,7 +4,7 @@
   data-parallel size ``world / (tensor * pipeline)`` is what the batch arithmetic divides by;
 * roles sharing a worker process (actor, reference, critic) share megatron-core's process groups, so their
   layouts (tensor, pipeline, virtual pipeline) are equal, and the reference runs on the actor's engine kind;
-* no LoRA, sequence parallelism only on GPU, and the other engine's settings are left untouched;
+* no LoRA, no sequence parallelism with ``trainer.device=cpu``, and the other engine's settings are untouched;
 * when the model folder is on local disk, its architecture is supported and its heads, key/value heads, layers
   and vocabulary divide by the parallel sizes (only ``config.json`` is read).
 """
@@ -83,7 +83,9 @@ def megatron_errors(cfg: Any) -> list[str]:
 
     arr = cfg.actor_rollout_ref
     world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    cuda = cfg.trainer.resolved_device() == "cuda"
+    # only an explicit trainer.device=cpu: with ``auto`` the driver may lack the GPUs the workers have (the engine
+    # reports sequence parallelism on a CPU worker itself)
+    cuda = cfg.trainer.device != "cpu"
     roles = [("actor_rollout_ref.actor", arr.actor, arr.model.path)]
     if arr.ref is not None:
         roles.append(("actor_rollout_ref.ref", arr.ref, arr.model.path))
