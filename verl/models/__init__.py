@@ -1,1 +1,2 @@
-"""Model definitions and converters for the training backends (``verl.models.mcore``: megatron-core)."""
+"""Model-specific code: megatron-core converters (``verl.models.mcore``), multimodal position ids, and
+random-weight model folders for tests and benchmarks."""

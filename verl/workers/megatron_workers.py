@@ -1,7 +1,7 @@
 """Megatron workers for the single controller: ``ActorRolloutRefWorker(config, role)`` and ``CriticWorker(config)``.
 
 Same registered methods, arguments and outputs as :mod:`verl.workers.fsdp_workers`; the trainer picks one module or
-the other by ``strategy`` (:mod:`verl.workers.engine_registry`). Two dispatch meshes:
+the other by ``strategy`` (:mod:`verl.workers.worker_registry`). Two dispatch meshes:
 
 * ``actor``: training and log-prob calls are split over the **data-parallel** ranks of megatron-core's layout;
   tensor- and pipeline-parallel peers receive the same rows, and only tensor rank 0 of the last pipeline stage is
@@ -22,6 +22,7 @@ from verl.workers.actor.megatron_roles import MegatronActorRole, MegatronReferen
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.fsdp_workers import ROLES, load_tokenizer
+from verl.workers.worker_registry import WorkerClasses, register_workers
 
 TRAIN_MESH = "actor"
 ROLLOUT_MESH = "rollout"
@@ -163,3 +164,9 @@ class CriticWorker(Worker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
         self.critic.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+
+
+@register_workers("megatron")
+def megatron_workers() -> WorkerClasses:
+    """The workers of ``strategy=megatron``."""
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)

@@ -51,12 +51,14 @@ def test_wrong_type_names_key():
 def test_disallowed_value_lists_allowed_values():
     message = _error(["actor_rollout_ref.actor.strategy=deepspeed"])
     assert (
-        "actor_rollout_ref.actor.strategy='deepspeed' is not allowed; allowed values: fsdp, fsdp2, megatron" in message
+        "actor_rollout_ref.actor.strategy='deepspeed' is not a registered training engine; "
+        "registered: fsdp, fsdp2, megatron" in message
     )
-    message = _error(["actor_rollout_ref.rollout.name=sglang"])
-    assert "actor_rollout_ref.rollout.name='sglang' is not allowed; allowed values: vllm, hf" in message
-    message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"])
-    assert "ulysses_sequence_parallel_size=2 is not allowed; allowed values: 1" in message
+    message = _error(["actor_rollout_ref.rollout.name=trtllm"])
+    expected = "actor_rollout_ref.rollout.name='trtllm' is not a registered rollout; registered: hf, sglang, vllm"
+    assert expected in message
+    message = _error(["trainer.logger=[console,tensorbord]"])
+    assert "trainer.logger='tensorbord' is not a registered logger; registered: console, file" in message
     message = _error(["actor_rollout_ref.actor.kl_loss_type=k9"])
     assert "actor_rollout_ref.actor.kl_loss_type='k9'" in message and "low_var_kl" in message
 
@@ -65,6 +67,8 @@ def test_out_of_range_value_names_range():
     message = _error(["actor_rollout_ref.rollout.n=0"])
     assert "actor_rollout_ref.rollout.n=0 is out of range; allowed: > 0" in message
     assert "critic.rollout_n" not in message  # a copy by interpolation is not reported twice
+    message = _error(["actor_rollout_ref.actor.ulysses_sequence_parallel_size=0"])
+    assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=0 is out of range; allowed: > 0" in message
     message = _error(["actor_rollout_ref.rollout.top_p=1.5"])
     assert "actor_rollout_ref.rollout.top_p=1.5 is out of range; allowed: > 0.0 and <= 1.0" in message
 
@@ -128,14 +132,15 @@ def test_group_estimator_needs_several_responses():
 
 def test_unknown_registered_names_list_the_registry():
     message = _error(["algorithm.adv_estimator=grpo_typo"])
-    assert "algorithm.adv_estimator='grpo_typo' is not registered; registered: " in message
+    assert "algorithm.adv_estimator='grpo_typo' is not a registered advantage estimator; registered: " in message
     assert "gae" in message and "rloo" in message
     message = _error(["actor_rollout_ref.actor.policy_loss.loss_mode=vanila"])
     assert (
-        "actor_rollout_ref.actor.policy_loss.loss_mode='vanila' is not registered" in message and "vanilla" in message
+        "actor_rollout_ref.actor.policy_loss.loss_mode='vanila' is not a registered policy loss" in message
+        and "vanilla" in message
     )
     message = _error(["reward_model.reward_manager=naiv"])
-    assert "reward_model.reward_manager='naiv' is not registered" in message and "naive" in message
+    assert "reward_model.reward_manager='naiv' is not a registered reward manager" in message and "naive" in message
 
 
 def test_overlong_buffer_needs_dapo_manager_and_known_keys():

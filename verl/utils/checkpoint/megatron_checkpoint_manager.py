@@ -214,7 +214,7 @@ class MegatronCheckpointManager(FSDPCheckpointManager):
         hf_dir = os.path.join(folder, HF_DIR)
         config = copy.deepcopy(engine.hf_config_)
         config.save_pretrained(hf_dir)
-        source = engine.model_settings.path
+        source = engine.model_config.local_path
         try:
             from transformers import GenerationConfig
 

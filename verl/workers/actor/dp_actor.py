@@ -1,9 +1,12 @@
 """Data-parallel PPO actor over an FSDP2 module: log-probs and the clipped-surrogate policy update.
 
 The update is the same on 1 or N ranks and for any micro-batch split: every micro-batch loss is its share of
-the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over all ranks), the
-shares are summed by gradient accumulation, and the loss is multiplied by the data-parallel size because
-FSDP averages gradients over ranks.
+the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over the data-parallel
+ranks), the shares are summed by gradient accumulation, and the loss is multiplied by the world size because
+FSDP averages gradients over all ranks. With Ulysses sequence parallelism (``ulysses``) a group of ranks shares
+each micro-batch, each running a slice of its tokens: counts and metrics are summed over the data-parallel group
+only, and token budgets (``*_max_token_len_per_gpu``) are multiplied by the group size (verl's convention: the
+budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
 """
@@ -11,6 +14,7 @@ FSDP averages gradients over ranks.
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
 import torch
 from torch import nn
@@ -19,32 +23,56 @@ from verl.protocol import DataProto
 from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.actor.loss import actor_loss, entropy_coeff, mini_batches, reduce_step_metrics, update_keys
+from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
-from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.engine.micro_batches import (
+    all_reduce_sum,
+    dp_world_size,
+    global_counts,
+    plan_micro_batches,
+    token_budget,
+)
+from verl.workers.engine.multimodal_inputs import micro_batch_multi_modal_inputs, with_row_index
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
+MULTI_MODAL_KEY = "multi_modal_inputs"
+
+
+def _tensor_batch(data: DataProto):
+    """The tensor batch, with row indices when samples carry ``multi_modal_inputs`` (to find them per micro-batch)."""
+    return with_row_index(data.batch) if MULTI_MODAL_KEY in data.non_tensor_batch else data.batch
 
 
 class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
-    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does)."""
+    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
+    policy passes its ``RefConfig`` and only computes log-probs. ``ulysses`` is the engine's ``(dp, sp)`` mesh
+    (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism."""
 
     def __init__(
         self,
-        config,
+        config: ActorConfig | RefConfig,
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
+        ulysses: UlyssesMesh | None = None,
     ):
         super().__init__(config)
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = use_remove_padding
+        self.ulysses = ulysses if ulysses is not None and ulysses.enabled else None
+        self.sp_size = self.ulysses.sp_size if self.ulysses is not None else 1
+        self.dp_group = self.ulysses.dp_group if self.ulysses is not None else None  # None: every rank
+        if self.ulysses is not None and not use_remove_padding:
+            raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool):
-        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict."""
+    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
+        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``multi_modal_rows`` is
+        the batch's ``multi_modal_inputs`` column (None for text)."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -54,6 +82,10 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            multi_modal_inputs=micro_batch_multi_modal_inputs(
+                multi_modal_rows, micro_batch, micro_batch["input_ids"].device
+            ),
+            ulysses=self.ulysses,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -68,17 +100,21 @@ class DataParallelPPOActor(BasePPOActor):
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
+        data = data.select(batch_keys=MODEL_INPUT_KEYS)
+        multi_modal_rows = data.non_tensor_batch.get(MULTI_MODAL_KEY)
         plan = plan_micro_batches(
-            data.select(batch_keys=MODEL_INPUT_KEYS).batch,
+            _tensor_batch(data),
             meta.get("micro_batch_size"),
             bool(meta.get("use_dynamic_bsz", False)),
-            meta.get("max_token_len"),
+            token_budget(meta.get("max_token_len"), self.sp_size),
         )
         log_probs, entropys = [], []
         with torch.no_grad():
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
-                log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy)
+                log_prob, entropy = self._forward_micro_batch(
+                    micro_batch, temperature, calculate_entropy, multi_modal_rows
+                )
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:
                     entropys.append(entropy.cpu())
@@ -90,10 +126,10 @@ class DataParallelPPOActor(BasePPOActor):
     def _mini_batches(self, data: DataProto, epoch: int) -> list[DataProto]:
         return mini_batches(self.config, data, epoch)
 
-    def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float]):
+    def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
         """The micro-batch's share of the mini-batch loss, and its metrics."""
         log_prob, entropy = self._forward_micro_batch(
-            micro_batch, temperature, calculate_entropy=entropy_coeff(self.config) != 0
+            micro_batch, temperature, entropy_coeff(self.config) != 0, multi_modal_rows
         )
         return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
@@ -106,28 +142,33 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        data = data.select(batch_keys=update_keys(config, data, MODEL_INPUT_KEYS))
+        data = data.select(
+            batch_keys=update_keys(config, data, MODEL_INPUT_KEYS),
+            non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
+        )
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"])
+                counts = global_counts(mini_batch.batch["response_mask"], self.dp_group)
+                multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
-                    mini_batch.batch,
-                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
-                    bool(getattr(config, "use_dynamic_bsz", False)),
-                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                    _tensor_batch(mini_batch),
+                    config.ppo_micro_batch_size_per_gpu,
+                    config.use_dynamic_bsz,
+                    token_budget(config.ppo_max_token_len_per_gpu, self.sp_size),
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
                 for micro_batch in plan.micro_batches:
                     micro_batch = micro_batch.to(current_device())
-                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts)
+                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts, multi_modal_rows)
                     (loss * world).backward()
                     for name, value in micro_metrics.items():
                         step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
-                for name, value in reduce_step_metrics(step_metrics, all_reduce_sum).items():
+                reduce = partial(all_reduce_sum, group=self.dp_group)
+                for name, value in reduce_step_metrics(step_metrics, reduce).items():
                     metrics[name].append(value)
                 metrics["actor/grad_norm"].append(grad_norm)
         self.actor_optimizer.zero_grad(set_to_none=True)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.engine import FSDPEngineConfig
 from verl.workers.config.megatron import McoreEngineConfig
 from verl.workers.config.optimizer import OptimConfig
-
-STRATEGIES = ("fsdp", "fsdp2", "megatron")
-"""Training-engine strategies: ``fsdp`` and ``fsdp2`` select the FSDP2 engine, ``megatron`` the megatron-core one."""
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """Ways of reducing a (batch, response_len) loss matrix to a scalar (see ``core_algos.agg_loss``)."""
@@ -39,11 +36,15 @@ class CheckpointConfig(BaseConfig):
 class EngineRoleConfig(BaseConfig):
     """Fields of every role that runs a model in the training engine."""
 
-    strategy: str = choice_field("fsdp", STRATEGIES)
-    """Training engine: ``fsdp``/``fsdp2`` (FSDP2, reads ``fsdp_config``) or ``megatron`` (reads ``megatron``)."""
+    strategy: str = registry_field("fsdp", "verl.workers.engine.registry:ENGINE_REGISTRY")
+    """Registered training engine (``verl.workers.engine.registry``): ``fsdp``/``fsdp2`` run FSDP2 (reads
+    ``fsdp_config``), ``megatron`` runs megatron-core (reads ``megatron``)."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+    ulysses_sequence_parallel_size: int = bounded_field(1, gt=0)
+    """Ulysses sequence-parallel degree: each packed micro-batch is split over this many ranks along the sequence
+    (all-to-all around attention). Must divide the world size and the model's attention heads, and divide its KV
+    heads or be a multiple of them; needs ``use_remove_padding``. Token budgets (``*_max_token_len_per_gpu``)
+    are per GPU, so a micro-batch holds up to budget * this many tokens."""
 
     megatron: McoreEngineConfig = field(default_factory=McoreEngineConfig)
     """Tensor/pipeline parallel layout and offload of this role's model when ``strategy`` is ``megatron``."""

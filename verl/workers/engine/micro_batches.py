@@ -1,5 +1,8 @@
 """Micro-batch plans shared by the actor and the critic: fixed-size splits or token-budget (dynamic) splits,
-global token/sequence counts over data-parallel ranks, and putting outputs back in the original order."""
+global token/sequence counts over data-parallel ranks, and putting outputs back in the original order.
+
+``group`` is the data-parallel process group: ``None`` (every rank) unless sequence parallelism makes groups of
+ranks hold the same rows, which must then be counted once (``UlyssesMesh.dp_group``)."""
 
 from __future__ import annotations
 
@@ -15,22 +18,21 @@ def dp_world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def _group_size(group) -> int:
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1
-    return dist.get_world_size(group)
-
-
 def all_reduce_sum(value: float | int | torch.Tensor, group=None) -> float:
-    """Sum of a scalar over the ranks of ``group`` (default: all ranks; the value itself without
-    torch.distributed). Engines with model parallelism pass their data-parallel group."""
+    """Sum of a scalar over the ranks of ``group`` (the value itself without torch.distributed)."""
     tensor = torch.as_tensor(value, dtype=torch.float64).reshape(1).clone()
-    if _group_size(group) > 1:
+    if dp_world_size() > 1:
         from verl.utils.device import current_device
 
         tensor = tensor.to(current_device())
         dist.all_reduce(tensor, group=group)
     return float(tensor.item())
+
+
+def token_budget(max_token_len_per_gpu: int | None, sp_size: int = 1) -> int | None:
+    """Valid tokens of one micro-batch: the per-GPU budget (``*_max_token_len_per_gpu``) times the
+    sequence-parallel size, since a GPU holds ``1 / sp`` of a sequence-parallel micro-batch (verl's convention)."""
+    return max_token_len_per_gpu * sp_size if max_token_len_per_gpu else max_token_len_per_gpu
 
 
 @dataclass
@@ -61,12 +63,11 @@ def plan_micro_batches(batch, micro_batch_size: int | None, use_dynamic_bsz: boo
 
 
 def global_counts(response_mask: torch.Tensor, group=None) -> tuple[float, float]:
-    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over the data-parallel ranks
-    (``group``; default all ranks, which are all data-parallel for FSDP)."""
+    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over the data-parallel ``group``."""
     tokens = response_mask.sum()
     seqs = (response_mask.sum(dim=-1) > 0).sum()
     both = torch.stack([tokens.double(), seqs.double()])
-    if _group_size(group) > 1:
+    if dp_world_size() > 1:
         from verl.utils.device import current_device
 
         both = both.to(current_device())

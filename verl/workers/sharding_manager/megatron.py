@@ -22,11 +22,13 @@ from verl.workers.sharding_manager.fsdp_vllm import DEFAULT_BUCKET_BYTES, FSDPVL
 from verl.workers.sharding_manager.memory import memory_metrics
 
 
-def iter_engine_weights(engine, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Iterator[tuple[str, torch.Tensor]]:
-    """The engine's full Hugging Face tensors, with offloaded parameters brought back for the gather."""
+def iter_engine_weights(
+    engine, bucket_bytes: int = DEFAULT_BUCKET_BYTES, dtype: torch.dtype | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The engine's full Hugging Face tensors (cast to ``dtype``), offloaded parameters brought back for the gather."""
     engine.load_params()
     try:
-        yield from engine.iter_full_state_dict(bucket_bytes=bucket_bytes)
+        yield from engine.iter_full_state_dict(bucket_bytes=bucket_bytes, dtype=dtype)
     finally:
         engine.offload_params()
 
@@ -63,8 +65,8 @@ class MegatronVLLMShardingManager(FSDPVLLMShardingManager):
         super().__init__(None, inference_engine, rollout_config, bucket_bytes)
         self.engine = engine
 
-    def iter_weights(self):
-        return iter_engine_weights(self.engine, self.bucket_bytes)
+    def iter_weights(self, dtype: torch.dtype | None = None):
+        return iter_engine_weights(self.engine, self.bucket_bytes, dtype)
 
 
 def _build_vllm(rollout_config, model_config, tokenizer, engine):

@@ -13,6 +13,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from verl.utils.device import get_device_name, is_cuda_available
+from verl.workers.config.engine import MixedPrecisionConfig
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 DTYPES |= {"fp32": torch.float32, "float32": torch.float32}
@@ -36,12 +37,13 @@ def create_device_mesh(world_size: int, fsdp_size: int = -1) -> DeviceMesh:
     return init_device_mesh(device, (world_size // fsdp_size, fsdp_size), mesh_dim_names=("ddp", "fsdp"))
 
 
-def mixed_precision_policy(param_dtype: str = "bf16", reduce_dtype: str = "fp32") -> MixedPrecisionPolicy | None:
-    """bf16 compute / fp32 reduce on GPU; ``None`` (plain fp32) on CPU."""
-    if not is_cuda_available():
+def mixed_precision_policy(config: MixedPrecisionConfig | None) -> MixedPrecisionPolicy | None:
+    """``fsdp_config.mixed_precision`` on GPU (bf16 compute / fp32 reduce by default); ``None`` on CPU or when the
+    config is null (compute in the model's dtype)."""
+    if config is None or not is_cuda_available():
         return None
     return MixedPrecisionPolicy(
-        param_dtype=to_dtype(param_dtype), reduce_dtype=to_dtype(reduce_dtype), cast_forward_inputs=True
+        param_dtype=to_dtype(config.param_dtype), reduce_dtype=to_dtype(config.reduce_dtype), cast_forward_inputs=True
     )
 
 

@@ -22,15 +22,17 @@ import torch
 import torch.distributed as dist
 
 from verl.utils.device import current_device, is_cuda_available
+from verl.workers.config import HFModelConfig, OptimConfig
 from verl.workers.config.megatron import McoreEngineConfig
-from verl.workers.engine.fsdp.model_builder import ModelSettings, load_hf_config
-from verl.workers.engine.fsdp.optim import OptimSettings, build_lr_scheduler
+from verl.workers.engine.fsdp.model_builder import load_hf_config
+from verl.workers.engine.fsdp.optim import build_lr_scheduler
 from verl.workers.engine.fsdp.sharding import to_dtype
 from verl.workers.engine.megatron import grads, optim
 from verl.workers.engine.megatron.packed import PackedMicroBatch, pack_micro_batch
 from verl.workers.engine.megatron.parallel import ParallelLayout, Ranks, initialize_parallel_state
 from verl.workers.engine.megatron.vocab_parallel import vocab_parallel_log_probs_entropy
 from verl.workers.engine.megatron.weights import TensorSpec, gather_specs, iter_hf_weights
+from verl.workers.engine.registry import register_engine
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +52,16 @@ def value_model_config(hf_config):
     return hf_config
 
 
+@register_engine("megatron")
 class MegatronEngine:
     """Holds this rank's ``chunks`` (megatron-core ``GPTModel`` per virtual pipeline stage), optimizer and LR
     schedule for one role (``actor``, ``critic`` or ``ref``)."""
 
     def __init__(
         self,
-        model_config,
+        model_config: HFModelConfig,
         engine_config: McoreEngineConfig | None = None,
-        optim_config=None,
+        optim_config: OptimConfig | None = None,
         role: str = "actor",
     ):
         if role not in ROLES:
@@ -66,11 +69,13 @@ class MegatronEngine:
         if not dist.is_initialized():
             raise RuntimeError("MegatronEngine needs torch.distributed initialised")
         self.role = role
-        self.model_settings = ModelSettings.from_config(model_config)
-        if self.model_settings.lora_rank > 0:
+        self.model_config = model_config
+        if model_config.lora_rank > 0:
             raise ValueError("LoRA is not supported by the megatron engine; set model.lora_rank=0 or strategy=fsdp")
         self.config = engine_config if engine_config is not None else McoreEngineConfig()
-        self.optim_settings = OptimSettings.from_config(optim_config) if role != "ref" else None
+        self.optim_config = optim_config if role != "ref" else None
+        if role != "ref" and optim_config is None:
+            raise ValueError(f"the {role} engine needs an optimizer config (optim)")
         self.layout = ParallelLayout.from_config(self.config, dist.get_world_size())
         self.chunks: list[torch.nn.Module] = []
         self.optimizer = None
@@ -89,7 +94,7 @@ class MegatronEngine:
 
         initialize_parallel_state(self.layout)
         self.ranks = Ranks()
-        self.hf_config_ = load_hf_config(self.model_settings)
+        self.hf_config_ = load_hf_config(self.model_config)
         if self.role == "critic":
             value_model_config(self.hf_config_)
         cuda = is_cuda_available()
@@ -112,18 +117,18 @@ class MegatronEngine:
         self.schedule = PipelineSchedule(
             self.chunks, self.ranks, self.hf_config_.hidden_size, self.param_dtype, autocast=self._autocast
         )
-        if self.optim_settings is not None:
+        if self.optim_config is not None:
             self.optimizer = optim.build_optimizer(
-                self.params, self.optim_settings, self.ranks, bool(self.config.use_distributed_optimizer)
+                self.params, self.optim_config, self.ranks, bool(self.config.use_distributed_optimizer)
             )
-            self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_settings)
+            self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_config)
         self.offload_optimizer()
         self.offload_params()
         return self
 
     def _overrides(self) -> dict[str, Any]:
         overrides = dict(self.config.override_transformer_config or {})
-        if self.model_settings.enable_gradient_checkpointing and self.role != "ref":
+        if self.model_config.enable_gradient_checkpointing and self.role != "ref":
             if is_cuda_available():
                 overrides.setdefault("recompute_granularity", "full")
                 overrides.setdefault("recompute_method", "uniform")
@@ -145,7 +150,7 @@ class MegatronEngine:
             return
         from verl.models.mcore.loader import load_hf_weights
 
-        path = self.model_settings.path
+        path = self.model_config.local_path
         load_hf_weights(self.chunks, path, self.hf_config_, self.ranks.tp_rank, self.ranks.tp_size, self.config.seed)
 
     def _tied_pipeline_params(self) -> list[torch.nn.Parameter]:
@@ -236,7 +241,7 @@ class MegatronEngine:
         """Reduce gradients over the layout, clip to ``optim.clip_grad``, step (skipped on a non-finite norm) and
         drop the gradients; returns the pre-clip global norm."""
         grads.finalize_grads(self.params, self.ranks, self.tied_params)
-        norm = grads.clip_grads(self.params, self.ranks, self.optim_settings.clip_grad)
+        norm = grads.clip_grads(self.params, self.ranks, self.optim_config.clip_grad)
         if math.isfinite(norm):
             self.optimizer.step()
         self.zero_grad()

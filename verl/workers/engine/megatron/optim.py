@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import torch
 
-from verl.workers.engine.fsdp.optim import OptimSettings
+from verl.workers.config import OptimConfig
 from verl.workers.engine.megatron.parallel import Ranks
 
 
 def build_optimizer(
-    params: list[torch.nn.Parameter], settings: OptimSettings, ranks: Ranks, distributed: bool
+    params: list[torch.nn.Parameter], config: OptimConfig, ranks: Ranks, distributed: bool
 ) -> torch.optim.Optimizer:
     if not params:
         raise ValueError("the model has no trainable parameters")
-    kwargs = dict(lr=settings.lr, betas=settings.betas, eps=settings.eps, weight_decay=settings.weight_decay)
+    # as the FSDP engine: override_optimizer_config entries (e.g. eps) go to the constructor
+    kwargs = dict(lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay)
+    kwargs.update(config.override_optimizer_config or {})
     if distributed and ranks.dp_size > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
