@@ -180,18 +180,21 @@ class TaskRunner:
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
-        """Worker classes per role. With LoRA the reference is the actor with adapters off (no separate group)."""
+        """Worker classes per role, by each role's ``strategy`` (``verl.workers.worker_registry``). With LoRA the
+        reference is the actor with adapters off (no separate group)."""
         from verl.trainer.ppo.utils import Role
-        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
+        from verl.workers.fsdp_workers import RewardModelWorker
+        from verl.workers.worker_registry import get_worker_classes
 
-        mapping = {Role.ActorRollout: ActorRolloutRefWorker}
+        actor_rollout_ref = get_worker_classes(config.actor_rollout_ref.actor.strategy).actor_rollout_ref
+        mapping = {Role.ActorRollout: actor_rollout_ref}
         if use_critic:
-            mapping[Role.Critic] = CriticWorker
+            mapping[Role.Critic] = get_worker_classes(config.critic.strategy).critic
         if config.reward_model.enable and not config.reward_model.use_reward_loop:
             mapping[Role.RewardModel] = RewardModelWorker
         lora = config.actor_rollout_ref.model.lora_rank > 0
         if use_reference_policy and not lora:
-            mapping[Role.RefPolicy] = ActorRolloutRefWorker
+            mapping[Role.RefPolicy] = actor_rollout_ref
         return mapping
 
 

@@ -27,6 +27,7 @@ from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.worker_registry import WorkerClasses, register_workers
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -262,3 +263,10 @@ class RewardModelWorker(Worker):
     def compute_rm_score(self, data: DataProto) -> DataProto:
         """``rm_scores (bs, R)``: the reward model's score at each response's last token."""
         return self.reward_model.compute_rm_score(data)
+
+
+@register_workers("fsdp")
+@register_workers("fsdp2")
+def fsdp_workers() -> WorkerClasses:
+    """The workers of ``strategy=fsdp`` / ``fsdp2``."""
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)

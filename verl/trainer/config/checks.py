@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from verl.trainer.config.agent_checks import rollout_mode_errors
+from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
 from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.sequence_parallel import sequence_parallel_errors
@@ -59,7 +60,10 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     mini = role.ppo_mini_batch_size
     world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
     sp = role.ulysses_sequence_parallel_size
-    if sp > 1:
+    if model_parallel_size(role) > 1:  # Megatron: the batch splits over data-parallel ranks only
+        world_keys += f" / ({key}.megatron tensor * pipeline parallel size)"
+        world = data_parallel_size(role, world)
+    elif sp > 1:
         if world % sp:
             return []  # reported by sequence_parallel_errors
         world, world_keys = world // sp, f"{world_keys} / {key}.ulysses_sequence_parallel_size"
@@ -294,6 +298,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     errors += rollout_mode_errors(cfg)
+    errors += megatron_errors(cfg)
     return errors
 
 

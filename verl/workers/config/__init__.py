@@ -4,6 +4,7 @@ from verl.workers.config.actor import ActorConfig, FSDPActorConfig, PolicyLossCo
 from verl.workers.config.base import BaseConfig
 from verl.workers.config.critic import CriticConfig, CriticModelConfig, FSDPCriticConfig
 from verl.workers.config.engine import FSDPEngineConfig
+from verl.workers.config.megatron import McoreEngineConfig, MegatronEngineConfig
 from verl.workers.config.model import DEFAULT_MODEL_PATH, HFModelConfig, resolve_model_path
 from verl.workers.config.optimizer import OptimConfig
 from verl.workers.config.ref import RefConfig
@@ -30,6 +31,8 @@ __all__ = [
     "ForwardConfig",
     "HFModelConfig",
     "LogProbConfig",
+    "McoreEngineConfig",
+    "MegatronEngineConfig",
     "MultiTurnConfig",
     "OptimConfig",
     "OverlongBufferConfig",
