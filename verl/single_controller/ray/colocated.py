@@ -11,11 +11,14 @@ import os
 from contextlib import contextmanager
 from functools import wraps
 
-import ray
-
 from verl.single_controller.base.decorator import MAGIC_ATTR
 from verl.single_controller.base.worker import Worker
-from verl.single_controller.ray.actor_class import RayClassWithInitArgs, unwrap_ray_remote
+from verl.single_controller.ray.actor_class import (
+    RayClassWithInitArgs,
+    as_ray_actor_class,
+    concurrency_groups,
+    unwrap_ray_remote,
+)
 
 
 @contextmanager
@@ -73,4 +76,5 @@ def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> 
     for role, role_cls in role_classes.items():
         _bind_workers_method_to_parent(WorkerDict, role, role_cls)
     WorkerDict.__name__ = WorkerDict.__qualname__ = "WorkerDict_" + "_".join(class_dict)
-    return RayClassWithInitArgs(cls=ray.remote(WorkerDict))
+    groups = concurrency_groups(*role_classes.values())
+    return RayClassWithInitArgs(cls=as_ray_actor_class(WorkerDict, groups))
