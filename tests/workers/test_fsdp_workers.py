@@ -119,3 +119,17 @@ def test_one_ppo_round_through_the_workers(ray_cluster, tmp_path):
     critic_metrics = critic_wg.update_critic(batch).meta_info["metrics"]
     for key in ("critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/grad_norm", "critic/lr"):
         assert key in critic_metrics, key
+
+
+def test_load_tokenizer_applies_the_custom_chat_template():
+    from tests.support.models import smollm2_path
+    from verl.workers.config import HFModelConfig
+    from verl.workers.fsdp_workers import load_tokenizer
+
+    template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
+    tokenizer = load_tokenizer(HFModelConfig(path=smollm2_path(), custom_chat_template=template))
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
+    assert text == "<<hi>>A:"
+    assert load_tokenizer(HFModelConfig(path=smollm2_path())).chat_template != template

@@ -126,3 +126,15 @@ def test_custom_function_from_a_file_runs_in_prime_workers(tokenizer, reward_fil
         assert extra["score_error"] == [0.0, 0.0] and extra["length"] == [7, 7]
     finally:
         manager.close()
+
+
+def test_async_reward_rebuilds_the_manager_and_scores_the_same(tokenizer, reward_file):
+    """reward_model.launch_reward_fn_async runs compute_reward_async in a Ray task; called directly it gives what
+    the in-process manager gives (it rebuilds the manager, re-importing the reward file, from the config)."""
+    from verl.trainer.ppo.reward import compute_reward_async
+
+    config = make_config(reward_file, "my_score", reward_kwargs={"scale": 2.0})
+    data, lengths = make_batch(tokenizer, ["it is 7", "it is 8"], ["7", "7"], data_source="custom")
+    scores, extra = compute_reward_async(data, config, tokenizer)
+    torch.testing.assert_close(scores, expected_tensor([2.0, 0.0], lengths))
+    assert extra == {"length": [7, 7], "score": [2.0, 0.0]}

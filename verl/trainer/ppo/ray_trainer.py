@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+from verl.trainer.config.root import PPOConfig
 from verl.trainer.ppo import checkpointing, core_algos
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.generation_dump import dump_batch_generations
@@ -32,7 +33,7 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
     reward_trend_summary,
 )
-from verl.trainer.ppo.reward import compute_reward
+from verl.trainer.ppo.reward import compute_reward, compute_reward_async
 from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
 from verl.trainer.ppo.validation import run_validation, split_generation_inputs
 from verl.trainer.ppo.worker_groups import build_worker_groups
@@ -67,6 +68,10 @@ class RayPPOTrainer:
         train_sampler=None,
         device_name: str | None = None,
     ):
+        if not isinstance(config, PPOConfig):  # a composed DictConfig, as verl recipes pass it
+            from verl.trainer.main_ppo import prepare_config
+
+            config = prepare_config(config)
         self.config = config
         self.tokenizer = tokenizer
         self.processor = processor
@@ -85,7 +90,7 @@ class RayPPOTrainer:
         if config.algorithm.use_kl_in_reward:
             self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
 
-        self._create_dataloader(train_dataset, val_dataset)
+        self._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)
         steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
         self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
         self._set_optimizer_horizon()
@@ -94,7 +99,7 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ setup
 
-    def _create_dataloader(self, train_dataset, val_dataset) -> None:
+    def _create_dataloader(self, train_dataset, val_dataset, collate_fn=None, train_sampler=None) -> None:
         """Resumable loaders (``verl.utils.dataset.create_rl_dataloader``): training batches of
         ``data.gen_batch_size`` (dynamic sampling) or ``data.train_batch_size`` prompts, validation in one batch
         unless ``data.val_batch_size`` is set."""
@@ -107,11 +112,16 @@ class RayPPOTrainer:
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
                 "(data.train_batch_size / data.gen_batch_size); lower the batch size or add data"
             )
-        self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
+        collate = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        self.train_dataloader = create_rl_dataloader(
+            train_dataset, data, batch_size=batch_size, is_train=True, sampler=train_sampler, **collate
+        )
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
             val_batch_size = data.val_batch_size or len(val_dataset)
-            self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
+            self.val_dataloader = create_rl_dataloader(
+                val_dataset, data, batch_size=val_batch_size, is_train=False, **collate
+            )
 
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
@@ -182,8 +192,31 @@ class RayPPOTrainer:
         return prompts
 
     def _score(self, batch: DataProto) -> DataProto:
-        """Rule / model rewards -> ``token_level_scores`` (bs, R), and the manager's per-sample extra info."""
-        scores, extra_info = compute_reward(batch, self.reward_fn)
+        """Rule / model rewards -> ``token_level_scores`` (bs, R), and the manager's per-sample extra info.
+
+        With ``reward_model.launch_reward_fn_async`` the scoring starts as a Ray task and :meth:`_await_scores` (after
+        the log-prob, reference and value computations it overlaps) collects it."""
+        if self.config.reward_model.launch_reward_fn_async:
+            import ray
+
+            remote = ray.remote(num_cpus=1)(compute_reward_async)
+            self._pending_scores = remote.remote(batch, self.config, self.tokenizer)
+            return batch
+        return self._set_scores(batch, *compute_reward(batch, self.reward_fn))
+
+    def _await_scores(self, batch: DataProto) -> DataProto:
+        """Attach the scores of the reward task :meth:`_score` launched (no-op when scoring was synchronous)."""
+        pending, self._pending_scores = getattr(self, "_pending_scores", None), None
+        if pending is None:
+            return batch
+        import ray
+
+        batch = self._set_scores(batch, *ray.get(pending))
+        if self.config.trainer.rollout_data_dir:
+            dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
+        return batch
+
+    def _set_scores(self, batch: DataProto, scores: torch.Tensor, extra_info: dict) -> DataProto:
         batch.batch["token_level_scores"] = scores
         for key, values in extra_info.items():
             if len(values) == len(batch):
@@ -208,7 +241,7 @@ class RayPPOTrainer:
                     metrics[name] = value
             with marked_timer("reward", timing_raw):
                 batch = self._score(batch)
-            if self.config.trainer.rollout_data_dir:
+            if self.config.trainer.rollout_data_dir and not self.config.reward_model.launch_reward_fn_async:
                 dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
             if batcher.add(batch):
                 metrics.update(batcher.metrics())
@@ -308,6 +341,8 @@ class RayPPOTrainer:
             if self.use_critic:
                 with marked_timer("values", timing_raw):
                     batch = self._compute_values(batch)
+            with marked_timer("wait_reward", timing_raw):
+                batch = self._await_scores(batch)
             with marked_timer("adv", timing_raw):
                 batch = self._apply_kl_in_reward(batch, metrics)
                 batch = self._apply_rollout_correction(batch, metrics)
@@ -372,9 +407,10 @@ class RayPPOTrainer:
             print("Training from scratch (no checkpoint to resume).")
             return 0
         print(f"Resuming from checkpoint {path}")
-        self.actor_rollout_wg.load_checkpoint(f"{path}/actor")
+        delete = self.config.trainer.del_local_ckpt_after_load
+        self.actor_rollout_wg.load_checkpoint(f"{path}/actor", del_local_after_load=delete)
         if self.use_critic:
-            self.critic_wg.load_checkpoint(f"{path}/critic")
+            self.critic_wg.load_checkpoint(f"{path}/critic", del_local_after_load=delete)
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])
         self.train_dataloader.load_state_dict(state["dataloader"])

@@ -126,10 +126,21 @@ def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: 
     manager_cls = get_reward_manager_cls(config.reward_model.reward_manager)
     kwargs = {**_kwargs_dict(config.reward_model.reward_kwargs), **reward_kwargs}
     kwargs = _fill_overlong_settings(manager_cls, kwargs, config)
+    compute_score = get_custom_reward_fn(config)
+    sandbox = config.reward_model.sandbox_fusion
+    if compute_score is None and sandbox.url:
+        from verl.utils.reward_score import default_compute_score
+
+        compute_score = functools.partial(
+            default_compute_score,
+            sandbox_fusion_url=sandbox.url,
+            concurrent_semaphore=sandbox.max_concurrent,
+            memory_limit_mb=sandbox.memory_limit_mb,
+        )
     return manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,
-        compute_score=get_custom_reward_fn(config),
+        compute_score=compute_score,
         reward_fn_key=config.data.reward_fn_key,
         **kwargs,
     )
@@ -141,3 +152,11 @@ def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, 
     if isinstance(result, dict):
         return result["reward_tensor"], dict(result.get("reward_extra_info", {}))
     return result, {}
+
+
+def compute_reward_async(data: DataProto, config: PPOConfig, tokenizer) -> tuple[torch.Tensor, dict[str, list]]:
+    """:func:`compute_reward` in another process: rebuilds the reward manager from ``config`` there (a reward function
+    loaded from a file is imported again rather than pickled) and scores ``data``. The trainer runs it as a Ray task
+    (``ray.remote(compute_reward_async).remote(...)``) with ``reward_model.launch_reward_fn_async``."""
+    reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
+    return compute_reward(data, reward_fn)

@@ -18,6 +18,11 @@ from torch import nn
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
+from verl.utils.torch_functional import (
+    entropy_from_logits,
+    entropy_from_logits_with_chunking,
+    sum_pi_squared_from_logits,
+)
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
@@ -49,8 +54,18 @@ class DataParallelPPOActor(BasePPOActor):
         self.use_remove_padding = use_remove_padding
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool):
-        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict."""
+    def _entropy_fn(self):
+        """Entropy over the vocabulary: in chunks (``entropy_from_logits_with_chunking``) and/or recomputed in the
+        backward pass instead of storing its activations (``entropy_checkpointing``)."""
+        entropy_fn = entropy_from_logits_with_chunking if self.config.entropy_from_logits_with_chunking else None
+        entropy_fn = entropy_fn or entropy_from_logits
+        if not self.config.entropy_checkpointing:
+            return entropy_fn
+        return lambda logits: torch.utils.checkpoint.checkpoint(entropy_fn, logits, use_reentrant=False)
+
+    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, stat_fn=None):
+        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``stat_fn`` replaces the
+        entropy by another per-token statistic of the logits."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -60,6 +75,7 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            entropy_fn=stat_fn or self._entropy_fn(),
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -68,9 +84,16 @@ class DataParallelPPOActor(BasePPOActor):
             entropy = torch.where(valid, entropy[:, -response_length - 1 : -1], 0.0)
         return log_probs, entropy
 
-    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False):
+    def compute_sum_pi_squared(self, data: DataProto) -> torch.Tensor:
+        """``sum_v pi(v | s_t)^2`` ``(bs, R)`` at every response position (``actor.calculate_sum_pi_squared``, for the
+        optimal-token-baseline estimator); micro-batched like :meth:`compute_log_prob`."""
+        _, sum_pi_squared = self.compute_log_prob(data, calculate_entropy=True, stat_fn=sum_pi_squared_from_logits)
+        return sum_pi_squared
+
+    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False, stat_fn=None):
         """Log-probs ``(bs, R)`` of the responses; ``meta_info`` gives ``micro_batch_size``, ``temperature``,
-        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)``."""
+        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)`` (``stat_fn``: another
+        per-token statistic instead of the entropy)."""
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
@@ -84,7 +107,7 @@ class DataParallelPPOActor(BasePPOActor):
         with torch.no_grad():
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
-                log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy)
+                log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy, stat_fn)
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:
                     entropys.append(entropy.cpu())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, pinned_field, registry_field
 from verl.workers.config.engine import FSDPEngineConfig
 from verl.workers.config.optimizer import OptimConfig
 
@@ -38,8 +38,8 @@ class EngineRoleConfig(BaseConfig):
     strategy: str = registry_field("fsdp", "verl.workers.engine.registry:ENGINE_REGISTRY")
     """Registered training engine (``verl.workers.engine.registry``); ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+    ulysses_sequence_parallel_size: int = pinned_field(1, (1,), "Ulysses sequence parallelism", 20)
+    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) until issue 20."""
 
 
 @dataclass
@@ -62,6 +62,10 @@ class ForwardConfig(FSDPHolderConfig, EngineRoleConfig):
 
     entropy_checkpointing: bool = False
     """Recompute the entropy in the backward pass instead of keeping its activations."""
+
+    calculate_sum_pi_squared: bool = False
+    """With the old log-probs also compute ``sum_pi_squared (bs, R)``, ``sum_v pi(v | s_t)^2`` of the policy at each
+    response token (one more forward pass); the ``optimal_token_baseline`` estimator needs it."""
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, pinned_field, registry_field
 from verl.workers.config.roles import LogProbConfig
 
 ROLLOUT_DTYPES = ("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
@@ -39,8 +39,8 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     name: str = registry_field("vllm", "verl.workers.rollout.registry:ROLLOUT_REGISTRY")
     """Registered generation backend (``verl.workers.rollout.get_rollout_class``), e.g. ``vllm`` or ``hf``."""
 
-    mode: str = choice_field("sync", ("sync",))
-    """Engine mode; only ``sync`` (one batched ``generate`` call per step) is available in this build."""
+    mode: str = pinned_field("sync", ("sync",), "the async rollout server (rollout.mode=async)", 17)
+    """Engine mode: ``sync`` (one batched ``generate`` call per step); ``async`` is not available yet (issue 17)."""
 
     prompt_length: int = bounded_field(128, gt=0)
     """Longest prompt in tokens (prompts are left-padded to it); the shipped YAML ties it to the data."""
@@ -67,7 +67,8 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """How the engine initialises weights; ``dummy`` starts random and takes the actor's weights by sync."""
 
     layered_summon: bool = False
-    """Gather FSDP parameters one layer at a time when syncing weights to the engine (lower peak memory)."""
+    """Sync weights to the engine one gathered tensor at a time instead of 256 MiB buckets (lower peak memory,
+    more transfers)."""
 
     tensor_model_parallel_size: int = bounded_field(1, gt=0)
     """Tensor-parallel degree of the generation engine."""

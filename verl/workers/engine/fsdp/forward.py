@@ -7,6 +7,8 @@ Padding positions are 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -26,8 +28,13 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
+    entropy_fn: Callable[[torch.Tensor], torch.Tensor] = entropy_from_logits,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution."""
+    """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
+
+    ``entropy_fn`` maps logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the second slot: the
+    entropy by default (chunked or recomputed in backward per the actor config), or another statistic such as
+    ``sum_v pi_v^2``."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_remove_padding:
@@ -35,7 +42,7 @@ def forward_log_probs(
         logits = module(input_ids=packed.input_ids, position_ids=packed.position_ids, **_model_kwargs()).logits
         logits = logits[0].float() / temperature  # (T, V)
         log_probs = packed.unpack(logprobs_from_logits(logits, packed.next_token_labels()))
-        entropy = packed.unpack(entropy_from_logits(logits)) if calculate_entropy else None
+        entropy = packed.unpack(entropy_fn(logits)) if calculate_entropy else None
         return log_probs, entropy
     logits = module(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **_model_kwargs()
@@ -44,7 +51,7 @@ def forward_log_probs(
     labels = torch.roll(input_ids, shifts=-1, dims=1)
     valid = attention_mask.bool()  # where(), not *: fully masked rows may hold NaN
     log_probs = torch.where(valid, logprobs_from_logits(logits, labels), 0.0)
-    entropy = torch.where(valid, entropy_from_logits(logits), 0.0) if calculate_entropy else None
+    entropy = torch.where(valid, entropy_fn(logits), 0.0) if calculate_entropy else None
     return log_probs, entropy
 
 

@@ -76,7 +76,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         """``vllm.SamplingParams`` for one batch; ``logprobs=0`` returns the sampled token's log-prob."""
         from vllm import SamplingParams
 
-        ignore_eos = bool(getattr(self.config, "ignore_eos", False))
+        ignore_eos = self.config.ignore_eos
         return SamplingParams(
             n=settings.n,
             temperature=settings.temperature,
