@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trainer.config.verl_example_keys import PINNED, PINNED_CONFIG_NAMES, WORKING
+from tests.trainer.config.verl_example_keys import PINNED, WORKING
 from verl.trainer.config.checks import registry_errors
-from verl.trainer.config.loader import ConfigError, check_config_name, compose_config, normalize_overrides
+from verl.trainer.config.loader import ConfigError, compose_config, normalize_overrides
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.validation import check_typed
 
@@ -30,12 +30,6 @@ def test_working_key_is_accepted(override):
 def test_pinned_key_names_the_feature_and_its_issue(override, issue):
     with pytest.raises(ConfigError, match=rf"not supported yet: .+ \(issue {issue}\)"):
         _typed(override)
-
-
-@pytest.mark.parametrize(("name", "issue"), sorted(PINNED_CONFIG_NAMES.items()))
-def test_pinned_config_name(name, issue):
-    with pytest.raises(ConfigError, match=rf"--config-name={name}: not supported yet: .+ \(issue {issue}\)"):
-        check_config_name(name)
 
 
 def test_older_spellings_land_on_their_current_keys():

@@ -11,11 +11,14 @@ import os
 from contextlib import contextmanager
 from functools import wraps
 
-import ray
-
 from verl.single_controller.base.decorator import MAGIC_ATTR
 from verl.single_controller.base.worker import Worker
-from verl.single_controller.ray.actor_class import RayClassWithInitArgs, unwrap_ray_remote
+from verl.single_controller.ray.actor_class import (
+    RayClassWithInitArgs,
+    as_ray_actor_class,
+    concurrency_groups,
+    unwrap_ray_remote,
+)
 
 
 @contextmanager
@@ -54,7 +57,9 @@ def _bind_workers_method_to_parent(cls: type, role: str, user_defined_cls: type)
 
 def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> RayClassWithInitArgs:
     """One actor class hosting every role of ``class_dict`` (role name → class with init args)."""
-    return RayClassWithInitArgs(cls=ray.remote(create_colocated_worker_raw_cls(class_dict)))
+    role_classes = [unwrap_ray_remote(spec.cls) for spec in class_dict.values()]
+    raw = create_colocated_worker_raw_cls(class_dict)
+    return RayClassWithInitArgs(cls=as_ray_actor_class(raw, concurrency_groups(*role_classes)))
 
 
 def create_colocated_worker_raw_cls(class_dict: dict[str, RayClassWithInitArgs]) -> type:

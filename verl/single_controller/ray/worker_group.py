@@ -62,6 +62,9 @@ class RayWorkerGroup(WorkerGroup):
         self._detached = detached
         self._ray_wait_register_center_timeout = ray_wait_register_center_timeout
         self.call_timeout_s = call_timeout_s if call_timeout_s is not None else _env_seconds(CALL_TIMEOUT_ENV)
+        # Prefix of this group's methods on its actors ("actor_rollout_" for a role spawned from colocated actors),
+        # for direct actor calls such as getattr(actor, method_prefix + "generate").
+        self.method_prefix = ""
         self.collective_timeout_s = collective_timeout_s
         self.resource_pool = resource_pool
         if worker_handles is not None:
@@ -176,6 +179,7 @@ class RayWorkerGroup(WorkerGroup):
                 raise ValueError(f"spawn: no registered method starts with {role_prefix!r}; is {prefix!r} a role?")
             for method_name in role_methods:
                 setattr(group, method_name.removeprefix(role_prefix), getattr(group, method_name))
+            group.method_prefix = role_prefix
             spawned[prefix] = group
         return spawned
 

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from verl.trainer.config.pins import CONFIG_NAME_PINS, RENAMED_KEYS, pinned_key
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema import register_schemas
-from verl.trainer.config.schema_walk import field_specs, is_config_class, nearest_keys, resolve_path
+from verl.trainer.config.schema_walk import field_specs, is_config_class, is_free_mapping, nearest_keys, resolve_path
 from verl.trainer.config.validation import ConfigError, validate_config
 
 CONFIG_DIR = Path(__file__).resolve().parent
@@ -100,6 +100,15 @@ def _declared(path: str) -> bool:
     return True
 
 
+def _is_mapping_field(path: str) -> bool:
+    """Whether the declared field ``path`` is a free-form mapping (``dict[str, ...]``)."""
+    cls: Any = PPOConfig
+    for part in path.split("."):
+        inner = field_specs(cls)[part][0]
+        cls = inner
+    return is_free_mapping(cls)
+
+
 def _renamed(key: str) -> str:
     """``key`` with an older verl spelling of its last part replaced by the current one (when that one exists)."""
     parent, _, leaf = key.rpartition(".")
@@ -124,7 +133,7 @@ def normalize_overrides(overrides: Sequence[str]) -> list[str]:
         prefix = "++" if key.startswith("++") else "+" if key.startswith("+") else ""
         bare = _renamed(key[len(prefix) :])
         if prefix and _declared(bare):
-            prefix = ""
+            prefix = "++" if _is_mapping_field(bare) else ""  # Hydra cannot re-add a key; "++" sets a mapping
         elif not prefix and not _declared(bare) and resolve_path(PPOConfig, bare)[0]:
             prefix = "++"  # a key inside a free-form mapping (engine_kwargs.vllm.x): add it, or override it
         normalized.append(f"{prefix}{bare}={value}")

@@ -11,40 +11,18 @@ from __future__ import annotations
 
 from verl.utils.registry import Pin
 
-MEGATRON = Pin("the Megatron training engine", 16)
-AGENT = Pin("multi-turn / agent rollouts", 17)
-REWARD_MODEL = Pin("a model-based reward model", 19)
-ULYSSES = Pin("Ulysses sequence parallelism", 20)
-VISION = Pin("vision-language inputs", 21)
+AGENT = Pin("agent-loop tracing (rollout.trace)", 17)
 ROLLOUT_PARALLELISM = Pin("data / expert parallelism inside the rollout engine", 14)
 
 PINNED_KEYS: dict[str, Pin] = {
-    "actor_rollout_ref.actor.megatron": MEGATRON,
-    "actor_rollout_ref.ref.megatron": MEGATRON,
-    "critic.megatron": MEGATRON,
-    "reward_model.megatron": MEGATRON,
-    "actor_rollout_ref.rollout.multi_turn": AGENT,
-    "actor_rollout_ref.rollout.agent": AGENT,
     "actor_rollout_ref.rollout.trace": AGENT,
-    "reward_model.model": REWARD_MODEL,
-    "reward_model.strategy": REWARD_MODEL,
-    "reward_model.micro_batch_size": REWARD_MODEL,
-    "reward_model.micro_batch_size_per_gpu": REWARD_MODEL,
-    "reward_model.max_length": REWARD_MODEL,
-    "reward_model.use_dynamic_bsz": REWARD_MODEL,
-    "reward_model.forward_max_token_len_per_gpu": REWARD_MODEL,
-    "reward_model.ulysses_sequence_parallel_size": REWARD_MODEL,
-    "reward_model.use_reward_loop": REWARD_MODEL,
-    "reward_model.rollout": REWARD_MODEL,
-    "data.image_key": VISION,
-    "data.video_key": VISION,
     "actor_rollout_ref.rollout.data_parallel_size": ROLLOUT_PARALLELISM,
     "actor_rollout_ref.rollout.expert_parallel_size": ROLLOUT_PARALLELISM,
 }
 """Key path -> pin, for keys the schema does not declare (a pinned path covers every key below it)."""
 
-CONFIG_NAME_PINS: dict[str, Pin] = {"ppo_megatron_trainer": MEGATRON}
-"""``--config-name`` values of verl that select a feature not built yet."""
+CONFIG_NAME_PINS: dict[str, Pin] = {}
+"""``--config-name`` values of verl that select a feature not built yet (``ppo_megatron_trainer`` exists now)."""
 
 RENAMED_KEYS: dict[str, str] = {
     "use_rmpad": "use_remove_padding",

@@ -50,8 +50,15 @@ class RLHFDataset(Dataset):
         max_samples: int = -1,
     ):
         self.tokenizer = tokenizer
-        self.processor = processor  # multi-modal inputs are not supported yet: kept for verl's signature
+        self.processor = processor
         self.config = as_typed_config(config, DataConfig, "data")
+        self.multimodal = None
+        if processor is not None:
+            from verl.utils.dataset.multimodal_prompt import MultiModalPromptEncoder
+
+            self.multimodal = MultiModalPromptEncoder(
+                processor, self.config.image_key, self.config.video_key, self.config.apply_chat_template_kwargs
+            )
         self.max_samples = -1 if max_samples is None else int(max_samples)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set one (e.g. pad_token = eos_token) before loading data")
@@ -69,6 +76,7 @@ class RLHFDataset(Dataset):
             file_rows = read_rows(path)
             for row_number, row in enumerate(file_rows):
                 check_row(row, path, row_number, self.config.prompt_key, self.config.reward_fn_key)
+                self._check_media(row, path, row_number)
             rows.extend(file_rows)
         if 0 < self.max_samples < len(rows):
             if self.config.shuffle:
@@ -77,6 +85,17 @@ class RLHFDataset(Dataset):
             else:
                 rows = rows[: self.max_samples]
         return rows
+
+    def _check_media(self, row: dict[str, Any], path: str, row_number: int) -> None:
+        has_media = bool(row.get(self.config.image_key) or row.get(self.config.video_key))
+        if self.multimodal is not None:
+            self.multimodal.check_row(row, row[self.config.prompt_key], path, row_number)
+        elif has_media:
+            raise ValueError(
+                f"{path}: row {row_number} (0-based) has {self.config.image_key!r}/{self.config.video_key!r} "
+                "media but the model has no multimodal processor; use a vision-language model "
+                "(actor_rollout_ref.model.path) or drop the media columns"
+            )
 
     def chat_text(self, messages: list[dict[str, Any]]) -> str:
         """The prompt as the model sees it: the chat template with the generation prompt appended."""
@@ -89,7 +108,10 @@ class RLHFDataset(Dataset):
         return self.tokenizer(self.chat_text(messages), add_special_tokens=False)["input_ids"]
 
     def _prompt_lengths(self) -> list[int]:
-        """Token count of every row's templated prompt, in ``data.filter_overlong_prompts_workers`` processes."""
+        """Token count of every row's templated prompt (image tokens included), in
+        ``data.filter_overlong_prompts_workers`` processes for text prompts."""
+        if self.multimodal is not None:
+            return [self.multimodal.prompt_length(row, row[self.config.prompt_key]) for row in self.rows]
         prompts = [row[self.config.prompt_key] for row in self.rows]
         workers = min(self.config.filter_overlong_prompts_workers, max(1, len(prompts)))
         if workers == 1:
@@ -100,11 +122,8 @@ class RLHFDataset(Dataset):
         chunks = [prompts[i::workers] for i in range(workers)]
         context = multiprocessing.get_context("spawn")  # fork would copy torch/Ray threads
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            parts = list(
-                pool.map(
-                    _lengths, [self.tokenizer] * workers, [self.config.apply_chat_template_kwargs] * workers, chunks
-                )
-            )
+            kwargs = [self.config.apply_chat_template_kwargs] * workers
+            parts = list(pool.map(_lengths, [self.tokenizer] * workers, kwargs, chunks))
         lengths = [0] * len(prompts)
         for start, part in enumerate(parts):
             lengths[start::workers] = part
@@ -134,26 +153,51 @@ class RLHFDataset(Dataset):
     def __getitem__(self, item: int) -> dict[str, Any]:
         row = dict(self.rows[item])
         messages = row.pop(self.config.prompt_key)
-        ids = truncate_ids(self.prompt_ids(messages), self.config.max_prompt_length, self.config.truncation)
-        input_ids, attention_mask, position_ids = left_pad(
-            ids, self.config.max_prompt_length, self.tokenizer.pad_token_id
-        )
+        if self.multimodal is not None:
+            self._encode_multimodal(row, messages)
+        else:
+            ids = truncate_ids(self.prompt_ids(messages), self.config.max_prompt_length, self.config.truncation)
+            input_ids, attention_mask, position_ids = left_pad(
+                ids, self.config.max_prompt_length, self.tokenizer.pad_token_id
+            )
+            row.update(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, raw_prompt_ids=ids
+            )
         extra_info = row.get("extra_info") or {}
         row.update(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            raw_prompt_ids=ids,
             index=extra_info.get("index", item),
             tools_kwargs=extra_info.get("tools_kwargs") or {},
             interaction_kwargs=extra_info.get("interaction_kwargs") or {},
         )
         row["extra_info"] = extra_info
+        if self.config.return_raw_input_ids:
+            plain = messages if isinstance(messages, str) else "\n".join(str(m["content"]) for m in messages)
+            row["raw_input_ids"] = self.tokenizer(plain, add_special_tokens=False)["input_ids"]
         if self.config.return_raw_chat:
             row["raw_prompt"] = messages
         if self.config.return_full_prompt:
-            row["full_prompts"] = self.chat_text(messages)
+            row["full_prompts"] = row.pop("_text", None) or self.chat_text(messages)
+        row.pop("_text", None)
         return row
+
+    def _encode_multimodal(self, row: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        """Fill ``row`` with the processor's encoding; ``position_ids`` are M-RoPE ``(3, P)``, 0 on padding."""
+        max_length = self.config.max_prompt_length
+        encoded = self.multimodal.encode(row, messages, max_length, self.config.truncation)
+        input_ids, attention_mask, _ = left_pad(encoded.ids, max_length, self.tokenizer.pad_token_id)
+        position_ids = torch.zeros(3, max_length, dtype=torch.long)
+        position_ids[:, max_length - len(encoded.ids) :] = encoded.position_ids
+        row.pop(self.config.image_key, None)
+        row.pop(self.config.video_key, None)
+        row.update(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            raw_prompt_ids=encoded.raw_prompt_ids,
+            multi_modal_data=encoded.multi_modal_data,
+            multi_modal_inputs=encoded.multi_modal_inputs,
+            _text=encoded.text,
+        )
 
 
 def _lengths(tokenizer, chat_template_kwargs: dict, prompts: list) -> list[int]:

@@ -98,7 +98,16 @@ def _code_score(
 
 
 def _register_builtin_scorers() -> None:
-    from verl.utils.reward_score import arithmetic, geo3k, gsm8k, math, math_dapo, prime_math, search_r1_like_qa_em
+    from verl.utils.reward_score import (
+        arithmetic,
+        geo3k,
+        gsm8k,
+        math,
+        math_dapo,
+        multiple_choice,
+        prime_math,
+        search_r1_like_qa_em,
+    )
 
     register_scorer("openai/gsm8k")(gsm8k.compute_score)
     register_scorer("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math_lighteval")(
@@ -106,7 +115,9 @@ def _register_builtin_scorers() -> None:
     )
     register_scorer("math_dapo", "math", "math_dapo_reasoning")(math_dapo.compute_score)
     register_scorer("aime", prefix=True)(math_dapo.compute_score)
-    register_scorer("arithmetic")(arithmetic.compute_score)
+    register_scorer("arithmetic", "shapes_count")(arithmetic.compute_score)
+    register_scorer("hiyouga/geometry3k", "geo3k")(geo3k.compute_score)
+    register_scorer("multiple_choice")(multiple_choice.compute_score)
     register_scorer(
         "numina_aops_forum",
         "numina_synthetic_math",
@@ -116,7 +127,6 @@ def _register_builtin_scorers() -> None:
         "numina_olympiads",
     )(prime_math.compute_score)
     register_scorer("codecontests", "apps", "codeforces", "taco")(_code_score)
-    register_scorer("hiyouga/geometry3k")(geo3k.compute_score)
     register_scorer(
         "searchR1_nq",
         "searchR1_triviaqa",

@@ -4,12 +4,13 @@ from verl.workers.config.actor import ActorConfig, FSDPActorConfig, PolicyLossCo
 from verl.workers.config.base import BaseConfig
 from verl.workers.config.critic import CriticConfig, CriticModelConfig, FSDPCriticConfig
 from verl.workers.config.engine import FSDPEngineConfig, MixedPrecisionConfig, WrapPolicyConfig
+from verl.workers.config.megatron import McoreEngineConfig, MegatronEngineConfig
 from verl.workers.config.model import DEFAULT_MODEL_PATH, HFModelConfig, resolve_model_path
 from verl.workers.config.optimizer import OptimConfig
 from verl.workers.config.ref import RefConfig
 from verl.workers.config.reward_model import OverlongBufferConfig, RewardModelConfig, SandboxFusionConfig
 from verl.workers.config.roles import CheckpointConfig, EngineRoleConfig, ForwardConfig, LogProbConfig, PPOUpdateConfig
-from verl.workers.config.rollout import RolloutConfig, SamplingConfig
+from verl.workers.config.rollout import AgentLoopConfig, MultiTurnConfig, RolloutConfig, SamplingConfig
 
 FSDPOptimizerConfig = OptimConfig
 """verl's name of the FSDP optimizer config."""
@@ -20,25 +21,9 @@ OptimizerConfig = OptimConfig
 CriticModelCfg = FSDPCriticModelCfg = CriticModelConfig
 """verl's names of the critic model config."""
 
-_MEGATRON_NAMES = (
-    "McoreActorConfig",
-    "McoreCriticConfig",
-    "McoreCriticModelCfg",
-    "McoreEngineConfig",
-    "McoreOptimizerConfig",
-)
-
-
-def __getattr__(name: str):
-    if name in _MEGATRON_NAMES:
-        from verl.trainer.config.pins import MEGATRON
-
-        raise ImportError(MEGATRON.message(f"verl.workers.config.{name}"))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "ActorConfig",
+    "AgentLoopConfig",
     "BaseConfig",
     "CheckpointConfig",
     "CriticConfig",
@@ -54,7 +39,10 @@ __all__ = [
     "ForwardConfig",
     "HFModelConfig",
     "LogProbConfig",
+    "McoreEngineConfig",
+    "MegatronEngineConfig",
     "MixedPrecisionConfig",
+    "MultiTurnConfig",
     "OptimConfig",
     "OptimizerConfig",
     "OverlongBufferConfig",

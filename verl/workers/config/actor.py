@@ -74,6 +74,9 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     """Policy loss selection."""
 
+    freeze_vision_tower: bool = False
+    """Vision-language models: keep the vision encoder's weights fixed (only the language model trains)."""
+
 
 @dataclass
 class FSDPActorConfig(ActorConfig):

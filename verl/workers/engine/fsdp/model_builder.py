@@ -18,7 +18,8 @@ from verl.workers.config import HFModelConfig
 
 def pick_attn_implementation() -> str:
     """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
-    if is_cuda_available() and importlib.util.find_spec("flash_attn") is not None:
+    # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
+    if is_cuda_available() and importlib.util.find_spec("flash_attn_2_cuda") is not None:
         return "flash_attention_2"
     return "sdpa"
 
@@ -35,26 +36,56 @@ def load_hf_config(model_config: HFModelConfig):
     return config
 
 
-def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> nn.Module:
-    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values).
+VISION_TOWER_NAMES = ("visual", "vision_tower", "vision_model")
 
-    The critic is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly
-    initialised linear value head (``score``), giving values of shape ``(batch, seq, 1)``.
+
+def is_vision_language(hf_config) -> bool:
+    """True for a config with a vision tower (Qwen2-VL, Qwen2.5-VL, ...)."""
+    return getattr(hf_config, "vision_config", None) is not None
+
+
+def vision_tower(module: nn.Module) -> nn.Module | None:
+    """The vision encoder submodule of a vision-language model (``model.visual`` for Qwen2-VL), else None."""
+    for name, sub in module.named_modules():
+        if name.rsplit(".", 1)[-1] in VISION_TOWER_NAMES:
+            return sub
+    return None
+
+
+def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> nn.Module:
+    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values,
+    ``"reward"`` → a frozen reward model, see :func:`verl.workers.reward_model.loading.build_reward_module`).
+
+    A vision-language model loads with ``AutoModelForImageTextToText`` (its vision tower included). The critic
+    is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly initialised
+    linear value head (``score``), giving values of shape ``(batch, seq, 1)``.
     """
-    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForTokenClassification
 
     path = model_config.local_path
     hf_config = load_hf_config(model_config)
     attn = model_config.override_config.get("attn_implementation") or pick_attn_implementation()
     common = dict(dtype=dtype, trust_remote_code=model_config.trust_remote_code, attn_implementation=attn)
+    if role == "reward":  # frozen scorer: no checkpointing, LoRA or gradients
+        from verl.workers.reward_model.loading import build_reward_module
+
+        module = build_reward_module(path, hf_config, common)
+        module.config.use_cache = False
+        return module
+    if role == "critic" and is_vision_language(hf_config):
+        raise ValueError(
+            f"{path} is a vision-language model: a critic (value model) for it is not supported; use a "
+            "critic-free estimator (algorithm.adv_estimator=grpo, rloo, reinforce_plus_plus, ...)"
+        )
     if role == "critic":
         hf_config.num_labels = 1
         hf_config.classifier_dropout = 0.0
         module = AutoModelForTokenClassification.from_pretrained(path, config=hf_config, **common)
     elif role in ("actor", "ref"):
-        module = AutoModelForCausalLM.from_pretrained(path, config=hf_config, **common)
+        model_class = AutoModelForImageTextToText if is_vision_language(hf_config) else AutoModelForCausalLM
+        module = model_class.from_pretrained(path, config=hf_config, **common)
     else:
-        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref']")
+        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref', 'reward']")
     module.config.use_cache = False
     if model_config.enable_gradient_checkpointing and role != "ref":
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
