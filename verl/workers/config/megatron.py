@@ -73,7 +73,8 @@ class McoreEngineConfig(BaseConfig):
     """Convert weights with the external mbridge package; this build converts Llama and Qwen2 itself."""
 
     dtype: str = choice_field("bfloat16", MEGATRON_DTYPES)
-    """Compute dtype on GPU (parameters, gradients and optimizer state stay float32); CPUs compute in float32."""
+    """Compute dtype on GPU (``torch.autocast``): trained roles keep float32 parameters, gradients and optimizer
+    state, the frozen reference stores its weights in this dtype; CPUs compute in float32."""
 
 
 MegatronEngineConfig = McoreEngineConfig
