@@ -1,4 +1,5 @@
-"""FSDP2 training-engine config (``fsdp_config`` of the actor, reference and critic)."""
+"""Training-engine configs: FSDP2 (``fsdp_config`` of the actor, reference and critic) and the offload fields
+every engine shares (the Megatron engine's config is in ``verl/workers/config/megatron.py``)."""
 
 from __future__ import annotations
 
@@ -24,17 +25,22 @@ class MixedPrecisionConfig(BaseConfig):
 
 
 @dataclass
-class FSDPEngineConfig(BaseConfig):
-    """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
-
-    wrap_policy: dict[str, Any] = field(default_factory=lambda: {"min_num_params": 0})
-    """Which modules are sharded as units; ``min_num_params: 0`` shards each decoder layer."""
+class OffloadConfig(BaseConfig):
+    """Where a training engine keeps a role's state between uses."""
 
     param_offload: bool = False
     """Keep parameters in host memory between uses."""
 
     optimizer_offload: bool = False
     """Keep optimizer state in host memory between updates."""
+
+
+@dataclass
+class FSDPEngineConfig(OffloadConfig):
+    """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
+
+    wrap_policy: dict[str, Any] = field(default_factory=lambda: {"min_num_params": 0})
+    """Which modules are sharded as units; ``min_num_params: 0`` shards each decoder layer."""
 
     offload_policy: bool = False
     """Use FSDP2's ``CPUOffloadPolicy`` (parameters, gradients and optimizer step on the CPU)."""
