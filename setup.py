@@ -22,6 +22,7 @@ install_requires = [
     "codetiming>=1.4",
     "tqdm>=4.60",
     "gguf>=0.10",
+    "pydantic>=2",  # tool schemas and agent-loop outputs (verl's types)
 ]
 
 extras_require = {

@@ -13,6 +13,7 @@ from verl.trainer.config.loader import check_overrides, compose_config, validate
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
+    + [*EXAMPLES.glob("agent_loop/*.sh")]
     + [*EXAMPLES.glob("reward_model/*.sh")]
     + [*(EXAMPLES.parent / "recipe").glob("*/*.sh")]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
@@ -24,6 +25,7 @@ ENV = {
     "SKYPILOT_NUM_GPUS_PER_NODE": "8",
     "NUM_NODES": "2",
     "MODEL": "Qwen/Qwen2.5-0.5B-Instruct",
+    "PROJECT_DIR": str(EXAMPLES.parent),  # scripts run from the repository root
 }
 
 

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.workers.config.base import bounded_field, choice_field
-from verl.workers.config.engine import OffloadConfig
+from verl.workers.config.engine import EngineOffloadConfig
 
 MEGATRON_DTYPES = ("bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 """Accepted spellings of the compute dtype on GPU."""
 
 
 @dataclass
-class McoreEngineConfig(OffloadConfig):
+class McoreEngineConfig(EngineOffloadConfig):
     """How a model is split with megatron-core (tensor and pipeline parallel) and where its state lives.
 
     The data-parallel size is ``world / (tensor_model_parallel_size * pipeline_model_parallel_size *
@@ -68,8 +68,7 @@ class McoreEngineConfig(OffloadConfig):
     """Convert weights with the external mbridge package; this build converts Llama and Qwen2 itself."""
 
     dtype: str = choice_field("bfloat16", MEGATRON_DTYPES)
-    """Compute dtype on GPU (``torch.autocast``): trained roles keep float32 parameters, gradients and optimizer
-    state, the frozen reference stores its weights in this dtype; CPUs compute in float32."""
+    """Compute dtype on GPU (parameters, gradients and optimizer state stay float32); CPUs compute in float32."""
 
 
 MegatronEngineConfig = McoreEngineConfig
