@@ -29,8 +29,6 @@ HOMONYMS = {
     "path": "model folder vs the file of a reward function or dataset class",
     "reward_kwargs": "keyword arguments of the reward manager vs of the custom reward function",
     "seed": "data shuffle seed vs worker RNG seed vs the Megatron engine's initialisation seed",
-    "tensor_model_parallel_size": "the rollout engine's tensor parallelism vs the Megatron training engine's",
-    "dtype": "the rollout engine's weight dtype vs the Megatron engine's compute dtype",
     "shuffle": "dataset order per epoch vs sequence order within a PPO step",
     "total_training_steps": "the run's step limit vs the schedule length the trainer fills into the optimizer",
     "trust_remote_code": "code shipped with the tokenizer (data) vs with the model",
