@@ -18,7 +18,8 @@ from verl.workers.config import HFModelConfig
 
 def pick_attn_implementation() -> str:
     """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
-    if is_cuda_available() and importlib.util.find_spec("flash_attn") is not None:
+    # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
+    if is_cuda_available() and importlib.util.find_spec("flash_attn_2_cuda") is not None:
         return "flash_attention_2"
     return "sdpa"
 
@@ -90,6 +91,10 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if model_config.lora_rank > 0 and role != "ref":
         module = apply_lora(module, model_config)
+    if model_config.enable_activation_offload and role != "ref":
+        from verl.workers.engine.fsdp.activation_offload import enable_activation_offload
+
+        enable_activation_offload(module)
     if role == "ref":
         module.requires_grad_(False)
     return module
