@@ -158,8 +158,7 @@ USER_SCRIPT = textwrap.dedent(
 def test_verl_user_script_runs_unchanged(tmp_path):
     script = tmp_path / "user_script.py"
     script.write_text(USER_SCRIPT)
-    # the machine is shared: Ray's memory monitor would kill the newest worker when other jobs fill the RAM
-    env = {**os.environ, "RAY_DEDUP_LOGS": "0", "RAY_memory_monitor_refresh_ms": "0"}
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
     run = subprocess.run(
         [
             sys.executable,
@@ -183,7 +182,7 @@ def test_verl_user_script_runs_unchanged(tmp_path):
     assert run.returncode == 0, output[-6000:]
     assert "reference answers score [1.0, 1.0, 1.0, 1.0]" in output
     assert (tmp_path / "mirror" / "train.parquet").exists()  # hdfs_io.copy of the local folder
-    # the trainer's console lines come through Ray's log forwarding, prefixed with "(TaskRunner pid=...)"
+    # verl's console line, printed by the driver or (prefixed "(TaskRunner pid=...)") by its Ray task runner
     metric_lines = [line[line.index("step:1 - ") :] for line in output.splitlines() if "step:1 - " in line]
     assert metric_lines, output[-6000:]
     fields = dict(part.split(":", 1) for part in metric_lines[-1].split(" - "))

@@ -49,10 +49,14 @@ def test_older_spellings_land_on_their_current_keys():
     ("override", "message"),
     [
         (
-            "reward_model.enable=True",
-            "reward_model.enable=True: not supported yet: a model-based reward model (issue 19)",
+            "actor_rollout_ref.rollout.data_parallel_size=2",
+            "actor_rollout_ref.rollout.data_parallel_size: not supported yet: data / expert parallelism inside the "
+            "rollout engine (issue 14)",
         ),
-        ("data.image_key=images", "data.image_key: not supported yet: vision-language inputs (issue 21)"),
+        (
+            "+actor_rollout_ref.rollout.trace.backend=weave",
+            "actor_rollout_ref.rollout.trace: not supported yet: agent-loop tracing (rollout.trace) (issue 17)",
+        ),
     ],
 )
 def test_pinned_cli_key_fails_before_ray(override, message, tmp_path):

@@ -36,10 +36,10 @@ def test_prime_math_boxed_and_unboxed_answers():
 
 def test_geo3k_format_and_accuracy():
     answer = "<think>angles sum to 180</think> The angle is \\boxed{60}"
-    assert geo3k.compute_score(answer, "60")["score"] == pytest.approx(0.9 * 1 + 0.1 * 1)
-    assert geo3k.compute_score("The angle is \\boxed{60}", "60")["score"] == pytest.approx(0.9)  # no think block
-    assert geo3k.compute_score("<think>x</think> \\boxed{45}", "60")["score"] == pytest.approx(0.1)
-    assert default_compute_score("hiyouga/geometry3k", answer, "60")["score"] == pytest.approx(1.0)
+    assert geo3k.compute_score(answer, "60") == pytest.approx(0.9 * 1 + 0.1 * 1)
+    assert geo3k.compute_score("The angle is \\boxed{60}", "60") == pytest.approx(0.9)  # no think block
+    assert geo3k.compute_score("<think>x</think> \\boxed{45}", "60") == pytest.approx(0.1)
+    assert default_compute_score("hiyouga/geometry3k", answer, "60") == pytest.approx(1.0)
 
 
 def test_search_r1_exact_match():

@@ -34,17 +34,22 @@ class MixedPrecisionConfig(BaseConfig):
 
 
 @dataclass
-class FSDPEngineConfig(BaseConfig):
+class EngineOffloadConfig(BaseConfig):
+    """Where a training engine keeps its state between uses: the keys both engines (FSDP2, Megatron) share."""
+
+    param_offload: bool = False
+    """Keep the model's parameters in host memory between uses (moved to the device for each compute call)."""
+
+    optimizer_offload: bool = False
+    """Keep optimizer state in host memory between updates."""
+
+
+@dataclass
+class FSDPEngineConfig(EngineOffloadConfig):
     """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
 
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
     """Which modules are sharded as units (each decoder layer by default)."""
-
-    param_offload: bool = False
-    """Keep parameters in host memory between uses."""
-
-    optimizer_offload: bool = False
-    """Keep optimizer state in host memory between updates."""
 
     offload_policy: bool = False
     """Use FSDP2's ``CPUOffloadPolicy`` (parameters, gradients and optimizer step on the CPU; GPU only, where

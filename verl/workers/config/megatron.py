@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import bounded_field, choice_field
+from verl.workers.config.engine import EngineOffloadConfig
 
 MEGATRON_DTYPES = ("bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 """Accepted spellings of the compute dtype on GPU."""
 
 
 @dataclass
-class McoreEngineConfig(BaseConfig):
+class McoreEngineConfig(EngineOffloadConfig):
     """How a model is split with megatron-core (tensor and pipeline parallel) and where its state lives.
 
     The data-parallel size is ``world / (tensor_model_parallel_size * pipeline_model_parallel_size *
@@ -20,14 +21,8 @@ class McoreEngineConfig(BaseConfig):
     process groups, so their parallel sizes must agree.
     """
 
-    param_offload: bool = False
-    """Keep the model's parameters in host memory between uses (moved to the device for each compute call)."""
-
     grad_offload: bool = False
     """Keep gradients off the device between updates (they are freed after every optimizer step)."""
-
-    optimizer_offload: bool = False
-    """Keep optimizer state in host memory between updates."""
 
     tensor_model_parallel_size: int = bounded_field(1, gt=0)
     """Tensor-parallel degree: attention heads, MLP columns and the vocabulary are split over this many ranks."""
