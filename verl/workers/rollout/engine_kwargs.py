@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verl.workers.config.rollout import RolloutConfig
 
 
-def backend_kwargs(config: Any, backend: str) -> dict[str, Any]:
+def backend_kwargs(config: RolloutConfig, backend: str) -> dict[str, Any]:
     """``config.engine_kwargs[backend]`` as a plain dict without ``None`` values (YAML ``null`` means "unset")."""
-    engine_kwargs = getattr(config, "engine_kwargs", None) or {}
+    engine_kwargs = config.engine_kwargs or {}
     values = engine_kwargs.get(backend, None) or {}
     return {key: value for key, value in dict(values).items() if value is not None}
 
