@@ -16,7 +16,7 @@ PACKAGE = Path(verl.__file__).parent
 
 EQUIVALENT_CHOICES = {
     "trainer.use_legacy_worker_impl": "every allowed value selects this build's one worker implementation",
-    "megatron.expert_tensor_parallel_size": "null and 1 both mean dense experts (no MoE in the Megatron engine yet)",
+    "megatron.use_mbridge": "both values convert weights with this build's own HF <-> megatron-core converter",
 }
 """Fields (matched by path suffix) whose allowed values all mean the same behaviour here (anything else fails
 validation)."""

@@ -126,6 +126,10 @@ WORKING = [
     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8",
     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=1",
     "actor_rollout_ref.actor.megatron.param_offload=True",
+    "actor_rollout_ref.actor.megatron.use_mbridge=True",
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=1",
+    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1",
+    "actor_rollout_ref.actor.megatron.context_parallel_size=1",
     "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=8",
     "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform",
     "actor_rollout_ref.rollout.mode=async",
@@ -149,5 +153,8 @@ PINNED = {
     "actor_rollout_ref.rollout.data_parallel_size=1": 14,
     "actor_rollout_ref.rollout.expert_parallel_size=1": 14,
     "actor_rollout_ref.model.use_fused_kernels=True": 15,
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8": 16,
+    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2": 16,
+    "actor_rollout_ref.actor.megatron.context_parallel_size=2": 16,
 }
 """verl example overrides that fail before Ray starts with "not supported yet" and the issue they wait on."""
