@@ -24,6 +24,7 @@ from verl.workers.config.actor import KL_LOSS_TYPES
 from verl.workers.config.base import resolve_registry
 from verl.workers.config.reward_model import OverlongBufferConfig
 from verl.workers.config.roles import PPOUpdateConfig
+from verl.workers.rollout.engine_kwargs import engine_kwargs_errors
 
 CHECKPOINT_CONTENTS = ("model", "optimizer", "extra", "hf_model")
 """Parts a checkpoint may hold."""
@@ -313,6 +314,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     errors += rollout_mode_errors(cfg)
+    errors += engine_kwargs_errors(rollout)
     errors += megatron_errors(cfg)
     return errors
 
