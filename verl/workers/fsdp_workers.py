@@ -4,6 +4,8 @@ A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``R
 each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
 
 Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
+Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of their own
+(``actor_infer_metrics``, ``ref_metrics``, ``critic_infer_metrics``), so outputs of several phases still union.
 ``config`` is the ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``); typed or a
 DictConfig with the same keys.
 """
@@ -118,7 +120,8 @@ class ActorRolloutRefWorker(Worker):
         meta = log_prob_meta(self.config.rollout, temperature)
         log_probs, entropys = actor.compute_log_prob(data, meta, calculate_entropy=True)
         return DataProto.from_dict(
-            tensors={"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": temperature}
+            tensors={"old_log_probs": log_probs, "entropys": entropys},
+            meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics},
         )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
@@ -126,7 +129,9 @@ class ActorRolloutRefWorker(Worker):
         ref = self._require("ref", "compute_ref_log_prob")
         temperature = float(self.config.rollout.temperature)
         log_probs = ref.compute_ref_log_prob(data, log_prob_meta(self.config.ref, temperature))
-        return DataProto.from_dict(tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature})
+        return DataProto.from_dict(
+            tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature, "ref_metrics": ref.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
     def update_actor(self, data: DataProto) -> DataProto:
@@ -162,7 +167,10 @@ class CriticWorker(Worker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict(tensors={"values": self.critic.compute_values(data)})
+        values = self.critic.compute_values(data)
+        return DataProto.from_dict(
+            tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
     def update_critic(self, data: DataProto) -> DataProto:

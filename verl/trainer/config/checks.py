@@ -273,6 +273,23 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _reward_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
+    errors += _kernel_errors(cfg)
+    return errors
+
+
+def _kernel_errors(cfg: PPOConfig) -> list[str]:
+    """Liger kernels need CUDA and the liger-kernel package (checked here, before Ray or a model starts)."""
+    from verl.workers.engine.fsdp.liger import liger_unavailable_reason
+
+    models = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
+    if need_critic(cfg):
+        models.append(("critic.model", cfg.critic.model))
+    errors = []
+    for key, model in models:
+        if getattr(model, "use_liger", False):
+            reason = liger_unavailable_reason()
+            if reason is not None:
+                errors.append(reason.replace("actor_rollout_ref.model", key))
     return errors
 
 

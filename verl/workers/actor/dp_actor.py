@@ -6,6 +6,11 @@ shares are summed by gradient accumulation, and the loss is multiplied by the da
 FSDP averages gradients over ranks.
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
+
+On-policy steps (one epoch, one mini-batch) may come without ``old_log_probs``: π_old is then the policy being
+updated, before its only optimizer step, so ``old_log_probs = log_prob.detach()`` of the update's own forward pass
+(verl does the same), and ``actor/entropy`` is measured in that pass too; the trainer skips its separate
+``compute_log_prob`` pass for such steps (``actor.skip_old_log_prob_on_policy``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.engine.fsdp.forward import forward_log_probs
+from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
 
@@ -40,11 +46,17 @@ class DataParallelPPOActor(BasePPOActor):
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
+        use_fused_kernels: bool = False,
+        use_torch_compile: bool = False,
     ):
         super().__init__(config)
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = use_remove_padding
+        self.use_fused_kernels = use_fused_kernels
+        self.use_torch_compile = use_torch_compile
+        if use_fused_kernels:
+            check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
     def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool):
@@ -58,6 +70,8 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            use_fused_kernels=self.use_fused_kernels,
+            compiled=self.use_torch_compile,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -104,16 +118,20 @@ class DataParallelPPOActor(BasePPOActor):
         return data.split(mini_batch_size)
 
     def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float]):
-        """The micro-batch's share of the mini-batch loss, and its metrics."""
+        """The micro-batch's share of the mini-batch loss, and its metrics. Without ``old_log_probs`` (on-policy)
+        they are this forward's own log-probs, detached, and the entropy is measured for ``actor/entropy``."""
         config = self.config
         loss_agg_mode = config.loss_agg_mode
         num_tokens, num_seqs = counts
         entropy_coeff = float(getattr(config, "entropy_coeff", 0.0) or 0.0)
-        log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy=entropy_coeff != 0)
+        on_policy = "old_log_probs" not in micro_batch.keys()
+        log_prob, entropy = self._forward_micro_batch(
+            micro_batch, temperature, calculate_entropy=entropy_coeff != 0 or on_policy
+        )
         response_mask = micro_batch["response_mask"].to(log_prob.dtype)
         policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
         pg_loss, pg_metrics = policy_loss_fn(
-            old_log_prob=micro_batch["old_log_probs"],
+            old_log_prob=log_prob.detach() if on_policy else micro_batch["old_log_probs"],
             log_prob=log_prob,
             advantages=micro_batch["advantages"],
             response_mask=response_mask,
@@ -128,9 +146,10 @@ class DataParallelPPOActor(BasePPOActor):
         for name, value in pg_metrics.items():
             metrics[name if name.startswith("actor/") else f"actor/{name}"] = _scalar(value)
         agg = dict(loss_agg_mode=loss_agg_mode, global_num_tokens=num_tokens, global_num_seqs=num_seqs)
-        if entropy_coeff != 0:
-            entropy_loss = agg_loss(entropy, response_mask, **agg)
-            loss = loss - entropy_coeff * entropy_loss
+        if entropy is not None:
+            entropy_loss = agg_loss(entropy if entropy_coeff != 0 else entropy.detach(), response_mask, **agg)
+            if entropy_coeff != 0:
+                loss = loss - entropy_coeff * entropy_loss
             metrics["actor/entropy"] = _scalar(entropy_loss)
         if getattr(config, "use_kl_loss", False):
             kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
@@ -139,6 +158,16 @@ class DataParallelPPOActor(BasePPOActor):
             metrics["actor/kl_loss"] = _scalar(kl_loss)
             metrics["actor/kl_coef"] = float(config.kl_loss_coef)
         return loss, metrics
+
+    def _require_on_policy(self, data: DataProto) -> None:
+        """Without ``old_log_probs`` the step must be on-policy: one epoch over one mini-batch."""
+        epochs, mini_batch_size = int(self.config.ppo_epochs), int(self.config.ppo_mini_batch_size)
+        if epochs != 1 or len(data) != mini_batch_size:
+            raise ValueError(
+                f"update_policy got no old_log_probs, which only an on-policy step can take from its own forward "
+                f"pass; this one has ppo_epochs={epochs} and {len(data) // max(1, mini_batch_size)} mini-batches of "
+                f"{mini_batch_size} rows. Compute old_log_probs first (compute_log_prob)"
+            )
 
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """``ppo_epochs`` × mini-batches × micro-batches with gradient accumulation; one optimizer step per
@@ -149,7 +178,11 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        select_keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
+        select_keys = MODEL_INPUT_KEYS + ["response_mask", "advantages"]
+        if "old_log_probs" in data.batch.keys():
+            select_keys.append("old_log_probs")
+        else:
+            self._require_on_policy(data)
         if getattr(config, "use_kl_loss", False):
             select_keys.append("ref_log_prob")
         if "rollout_is_weights" in data.batch.keys():

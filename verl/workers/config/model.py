@@ -25,6 +25,14 @@ def resolve_model_path(path: str) -> str:
 
 
 @dataclass
+class FusedKernelOptions(BaseConfig):
+    """Options of the fused log-prob/entropy head."""
+
+    impl_backend: str = choice_field("torch", ("torch",))
+    """Kernel backend: ``torch`` (chunked PyTorch ops with a hand-written backward; runs on CPU and GPU)."""
+
+
+@dataclass
 class HFModelConfig(BaseConfig):
     """A Hugging Face causal language model and the options used when loading it."""
 
@@ -50,7 +58,8 @@ class HFModelConfig(BaseConfig):
     """Recompute activations in the backward pass to save memory (training roles only)."""
 
     enable_activation_offload: bool = False
-    """Offload saved activations to host memory during the forward pass (training roles only)."""
+    """Keep the activations saved for the backward pass in pinned host memory instead of GPU memory, copied back
+    when the backward pass needs them (training roles only; on a CPU-only machine they are already there)."""
 
     use_remove_padding: bool = False
     """Run the model on packed (unpadded) tokens instead of the padded batch."""
@@ -70,11 +79,16 @@ class HFModelConfig(BaseConfig):
     use_shm: bool = False
     """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
 
-    use_liger: bool = choice_field(False, (False,))
-    """Liger kernels for the model; not available in this build (must stay false)."""
+    use_liger: bool = False
+    """Liger kernels (Triton) for the model's RMSNorm, rotary embedding and SwiGLU MLP; needs a CUDA GPU and the
+    ``liger-kernel`` package (``pip install -e .[gpu]``)."""
 
-    use_fused_kernels: bool = choice_field(False, (False,))
-    """Fused log-prob/entropy kernels; not available in this build (must stay false)."""
+    use_fused_kernels: bool = False
+    """Compute log-probs and entropy from the last hidden states in chunks (fused output layer), so the
+    ``(tokens, vocabulary)`` logits of a micro-batch never exist at once; one more output-layer matmul in backward."""
+
+    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
+    """Implementation of the fused log-prob/entropy head (``use_fused_kernels``)."""
 
     @property
     def local_path(self) -> str:

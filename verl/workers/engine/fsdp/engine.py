@@ -15,6 +15,7 @@ from torch import nn
 
 from verl.utils.device import current_device, is_cuda_available
 from verl.workers.engine.fsdp import sharding
+from verl.workers.engine.fsdp.activation_offload import ActivationOffload
 from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
 from verl.workers.engine.fsdp.optim import (
     OptimSettings,
@@ -32,7 +33,7 @@ class EngineSettings:
     param_offload: bool = False
     optimizer_offload: bool = False
     model_dtype: str = "fp32"
-    mixed_precision_param_dtype: str = "bf16"
+    mixed_precision: dict | None = None
     fsdp_size: int = -1
     reshard_after_forward: bool = True
     use_torch_compile: bool = False
@@ -46,13 +47,21 @@ class EngineSettings:
             value = getattr(engine_config, name, None) if engine_config is not None else None
             if value is not None:
                 values[name] = value
-        mixed = getattr(engine_config, "mixed_precision", None) if engine_config is not None else None
-        if mixed:  # verl's fsdp_config.mixed_precision: {"param_dtype": ..., "reduce_dtype": ...}
-            values["mixed_precision_param_dtype"] = mixed.get("param_dtype", "bf16")
+        if values.get("mixed_precision") is not None:  # {"param_dtype", "reduce_dtype", "buffer_dtype"}
+            values["mixed_precision"] = dict(values["mixed_precision"])
         if "model_dtype" not in values:
             # verl's defaults: fp32 master weights for trained models, bf16 for the frozen reference on GPU
             values["model_dtype"] = "bf16" if (role == "ref" and is_cuda_available()) else "fp32"
         return cls(**values)
+
+
+def compile_decoder_layers(module: nn.Module) -> None:
+    """``torch.compile`` each decoder layer's forward in place (regional compilation, as torchtitan does): the
+    layers share one compiled graph, FSDP2's hooks around them stay eager, and parameter names do not change."""
+    layer_classes = sharding.decoder_layer_classes(module)
+    for sub in module.modules():
+        if isinstance(sub, layer_classes):
+            sub.forward = torch.compile(sub.forward)
 
 
 def _require_distributed() -> None:
@@ -87,19 +96,25 @@ class FSDPEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
         self._forward_module: nn.Module | None = None
+        self.activation_offload: ActivationOffload | None = None
 
     # ------------------------------------------------------------------ set-up
     def initialize(self) -> FSDPEngine:
         """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
         dtype = sharding.to_dtype(self.settings.model_dtype)
         module = build_module(self.model_settings, self.role, dtype)
+        sharding.cast_buffers(module, self.settings.mixed_precision)
         if is_cuda_available():
             module = module.to(current_device())
-        mp_policy = sharding.mixed_precision_policy(self.settings.mixed_precision_param_dtype)
+        if self.settings.use_torch_compile:
+            compile_decoder_layers(module)
+        mp_policy = sharding.mixed_precision_policy(self.settings.mixed_precision, self.settings.model_dtype)
         self.module = sharding.apply_fsdp2(
             module, self.device_mesh, mp_policy, self.settings.param_offload, self.settings.reshard_after_forward
         )
-        self._forward_module = torch.compile(self.module) if self.settings.use_torch_compile else self.module
+        if self.model_settings.enable_activation_offload and self.role != "ref":
+            self.activation_offload = ActivationOffload(self.module)
+        self._forward_module = self.module
         if self.optim_settings is not None:
             self.optimizer = build_optimizer(self.module, self.optim_settings)
             self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_settings)
@@ -109,7 +124,7 @@ class FSDPEngine:
 
     @property
     def forward_module(self) -> nn.Module:
-        """The module to call for forward passes (compiled when ``use_torch_compile``)."""
+        """The module to call for forward passes (its decoder layers compiled when ``use_torch_compile``)."""
         return self._forward_module
 
     @property

@@ -1,8 +1,8 @@
 """Build the Hugging Face module the FSDP engine trains: causal LM (actor/ref) or a scalar-value model (critic).
 
-Applies ``override_config``, gradient checkpointing, LoRA through peft (only adapters trainable) and picks
-the attention implementation: flash-attention-2 on GPU when installed (varlen kernels for packed sequences),
-else sdpa, whose packed-sequence path builds a block-diagonal causal mask from ``position_ids``.
+Applies ``override_config``, Liger kernels (``use_liger``), gradient checkpointing, LoRA through peft (only
+adapters trainable) and picks the attention implementation: ``verl_varlen`` (varlen kernels for packed
+sequences, :mod:`verl.workers.engine.fsdp.attention`) unless ``override_config.attn_implementation`` names another.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from verl.utils.device import is_cuda_available
+from verl.workers.engine.fsdp.attention import VARLEN_ATTENTION, cuda_varlen_available
 
 
 @dataclass
@@ -25,6 +26,8 @@ class ModelSettings:
     trust_remote_code: bool = False
     override_config: dict[str, Any] = field(default_factory=dict)
     enable_gradient_checkpointing: bool = False
+    enable_activation_offload: bool = False
+    use_liger: bool = False
     use_remove_padding: bool = True
     lora_rank: int = 0
     lora_alpha: int = 16
@@ -69,8 +72,11 @@ def _plain(value):
 
 
 def pick_attn_implementation() -> str:
-    """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
-    if is_cuda_available() and importlib.util.find_spec("flash_attn") is not None:
+    """``verl_varlen`` (:mod:`verl.workers.engine.fsdp.attention`) when this device has a varlen kernel for it,
+    flash_attention_2 on GPU when only that package is installed, else sdpa (correct for packed sequences)."""
+    if cuda_varlen_available() or not is_cuda_available():
+        return VARLEN_ATTENTION
+    if importlib.util.find_spec("flash_attn") is not None:
         return "flash_attention_2"
     return "sdpa"
 
@@ -106,6 +112,10 @@ def build_module(settings: ModelSettings, role: str, dtype: torch.dtype) -> nn.M
     else:
         raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref']")
     module.config.use_cache = False
+    if settings.use_liger:
+        from verl.workers.engine.fsdp.liger import apply_liger
+
+        apply_liger(module)
     if settings.enable_gradient_checkpointing and role != "ref":
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if settings.lora_rank > 0 and role != "ref":

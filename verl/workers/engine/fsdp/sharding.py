@@ -1,8 +1,10 @@
 """Apply FSDP2 (``fully_shard``) to a Hugging Face module: per-decoder-layer units plus the root.
 
-Mixed precision on GPU: parameters stay fp32 (master weights) and are all-gathered as bf16 for compute,
-gradients are reduce-scattered in fp32. On CPU everything stays fp32. Parameter offload uses
-``CPUOffloadPolicy`` (sharded parameters, gradients and the optimizer step live on the CPU).
+Mixed precision (``fsdp_config.mixed_precision``, verl's keys ``param_dtype``/``reduce_dtype``/``buffer_dtype``):
+parameters stay in ``model_dtype`` (fp32 master weights by default) and are all-gathered in ``param_dtype`` for
+compute, gradients are reduce-scattered in ``reduce_dtype``. Unset, it is verl's bf16/fp32 on GPU and no cast on
+CPU (CPUs without native bf16 run fp32 faster). Parameter offload uses ``CPUOffloadPolicy`` (sharded parameters,
+gradients and the optimizer step live on the CPU).
 """
 
 from __future__ import annotations
@@ -36,13 +38,27 @@ def create_device_mesh(world_size: int, fsdp_size: int = -1) -> DeviceMesh:
     return init_device_mesh(device, (world_size // fsdp_size, fsdp_size), mesh_dim_names=("ddp", "fsdp"))
 
 
-def mixed_precision_policy(param_dtype: str = "bf16", reduce_dtype: str = "fp32") -> MixedPrecisionPolicy | None:
-    """bf16 compute / fp32 reduce on GPU; ``None`` (plain fp32) on CPU."""
-    if not is_cuda_available():
+def mixed_precision_policy(mixed_precision: dict | None, model_dtype: str = "fp32") -> MixedPrecisionPolicy | None:
+    """The FSDP2 policy for ``fsdp_config.mixed_precision`` (None: bf16 compute / fp32 reduce on GPU, no cast on
+    CPU); None when it would cast nothing (compute and reduce in ``model_dtype``)."""
+    if mixed_precision is None:
+        if not is_cuda_available():
+            return None
+        mixed_precision = {}
+    param_dtype = to_dtype(mixed_precision.get("param_dtype") or "bf16")
+    reduce_dtype = to_dtype(mixed_precision.get("reduce_dtype") or "fp32")
+    if param_dtype == reduce_dtype == to_dtype(model_dtype):
         return None
-    return MixedPrecisionPolicy(
-        param_dtype=to_dtype(param_dtype), reduce_dtype=to_dtype(reduce_dtype), cast_forward_inputs=True
-    )
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype, cast_forward_inputs=True)
+
+
+def cast_buffers(module: nn.Module, mixed_precision: dict | None) -> None:
+    """Floating-point buffers (e.g. rotary frequencies) to ``mixed_precision.buffer_dtype`` (verl: fp32)."""
+    dtype = to_dtype((mixed_precision or {}).get("buffer_dtype") or "fp32")
+    for sub in module.modules():
+        for name, buffer in list(sub.named_buffers(recurse=False)):
+            if buffer is not None and buffer.is_floating_point() and buffer.dtype != dtype:
+                setattr(sub, name, buffer.to(dtype))
 
 
 def decoder_layer_classes(module: nn.Module) -> tuple[type, ...]:
