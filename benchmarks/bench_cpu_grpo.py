@@ -41,7 +41,7 @@ OURS_COMMON = [
     "trainer.resume_mode=disable",
     "trainer.logger=[console,file]",
 ]
-BF16 = "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:bf16,reduce_dtype:fp32}"
+BF16 = "actor_rollout_ref.actor.fsdp_config.mixed_precision.on_cpu=True"  # bf16 compute, fp32 reduce
 RUNS = {
     "trl": None,
     "verl-before": [

@@ -13,6 +13,7 @@ from verl.trainer.config.loader import check_overrides, compose_config, validate
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
+    + [*EXAMPLES.glob("reward_model/*.sh")]
     + [*(EXAMPLES.parent / "recipe").glob("*/*.sh")]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )

@@ -52,7 +52,7 @@ def test_unknown_backend_lists_registered():
 
 @pytest.mark.parametrize("backend", OPTIONAL_BACKENDS)
 def test_missing_package_names_the_logging_extra(backend):
-    module = LOGGER_REGISTRY[backend][0]
+    module = LOGGER_REGISTRY.info(backend)["requires"]
     if importlib.util.find_spec(module) is not None:
         pytest.skip(f"{module} is installed here")
     with pytest.raises(ImportError, match=r"pip install 'verl\[logging\]'"):

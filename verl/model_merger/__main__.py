@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import verl.model_merger.fsdp_model_merger  # noqa: F401  (registers the 'fsdp' backend)
 from verl.model_merger.base_model_merger import MERGER_BACKENDS, ModelMergerConfig, get_model_merger_cls
 
 
@@ -13,7 +12,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m verl.model_merger", description=__doc__)
     sub = parser.add_subparsers(dest="operation", required=True)
     merge = sub.add_parser("merge", help="write a Hugging Face model folder from a checkpoint")
-    merge.add_argument("--backend", required=True, choices=sorted(MERGER_BACKENDS), help="checkpoint format")
+    merge.add_argument(
+        "--backend", required=True, help=f"checkpoint format, one of: {', '.join(MERGER_BACKENDS.names())}"
+    )
     merge.add_argument("--local_dir", required=True, help="checkpoint folder, e.g. .../global_step_N/actor")
     merge.add_argument("--target_dir", required=True, help="output folder for the Hugging Face model")
     merge.add_argument(

@@ -8,26 +8,22 @@ from dataclasses import dataclass
 
 import torch
 
-MERGER_BACKENDS: dict[str, type] = {}
+from verl.utils.registry import Registry
+
+MERGER_BACKENDS: Registry[type] = Registry(
+    "model merger backend", "--backend", package="verl.model_merger", decorator="register_model_merger"
+)
+MERGER_BACKENDS.pin("megatron", "merging Megatron checkpoints", issue=16)
 
 
 def register_model_merger(name: str) -> Callable[[type], type]:
-    def decorator(cls: type) -> type:
-        if name in MERGER_BACKENDS:
-            raise ValueError(f"model merger backend {name!r} is already registered")
-        MERGER_BACKENDS[name] = cls
-        return cls
-
-    return decorator
+    """Class decorator adding a checkpoint format under ``name`` (``--backend``)."""
+    return MERGER_BACKENDS.register(name)
 
 
 def get_model_merger_cls(name: str) -> type:
-    # importing the backends registers them
-    import verl.model_merger.fsdp_model_merger  # noqa: F401
-
-    if name not in MERGER_BACKENDS:
-        raise ValueError(f"unknown model merger backend {name!r}; registered: {sorted(MERGER_BACKENDS)}")
-    return MERGER_BACKENDS[name]
+    """The merger registered as ``name``; unknown names fail listing the registered ones."""
+    return MERGER_BACKENDS.get(name)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import hydra
 
 __all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
 
-BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}"}
+BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
 
 
@@ -33,7 +33,8 @@ def prepare_config(config):
 
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
-    - ``actor_rollout_ref.rollout.name=vllm`` falls back to ``hf`` when vLLM is not installed;
+    - ``actor_rollout_ref.rollout.name=vllm`` (and the judge's ``reward_model.rollout.name``) falls back to ``hf``
+      when vLLM is not installed; ``sglang`` without SGLang installed fails;
     - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``.
     The model path sentinel (``default``) is resolved by the processes that load the model.
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
@@ -49,10 +50,20 @@ def prepare_config(config):
     typed.data.train_files = _builtin_data_files(typed.data.train_files, "train")
     if typed.data.val_files:
         typed.data.val_files = _builtin_data_files(typed.data.val_files, "test")
-    rollout = typed.actor_rollout_ref.rollout
-    if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
-        print("vLLM is not installed: using the HF rollout (actor_rollout_ref.rollout.name=hf).")
-        rollout.name = "hf"
+    rollouts = {"actor_rollout_ref.rollout": typed.actor_rollout_ref.rollout}
+    if typed.reward_model.enable and typed.reward_model.use_reward_loop:
+        rollouts["reward_model.rollout"] = typed.reward_model.rollout
+    for key, rollout in rollouts.items():
+        if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
+            print(f"vLLM is not installed: using the HF rollout ({key}.name=hf).")
+            rollout.name = "hf"
+        if rollout.name == "sglang" and importlib.util.find_spec("sglang") is None:
+            raise ConfigError(
+                [
+                    f"{key}.name=sglang but SGLang is not installed: pip install -e '.[sglang]' (GPU machines), "
+                    "or pick name=vllm / hf"
+                ]
+            )
     return typed
 
 
@@ -61,7 +72,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
     process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
-        workers = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+        workers = sum(sum(nodes) for nodes in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
     from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
 
@@ -88,15 +99,18 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True):
-    """The prompt dataset (``verl.utils.dataset.create_rl_dataset``) with at most ``data.train_max_samples`` /
-    ``data.val_max_samples`` rows (-1: all)."""
+def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_train: bool = True, max_samples=None):
+    """The prompt dataset (``verl.utils.dataset.create_rl_dataset``) with at most ``max_samples`` rows, by default
+    ``data.train_max_samples`` / ``data.val_max_samples`` (-1: all). ``data_config`` is a :class:`DataConfig` or a
+    DictConfig of its keys."""
+    from verl.trainer.config.data import DataConfig
+    from verl.utils.config import as_typed_config
     from verl.utils.dataset import create_rl_dataset as _create
 
-    max_samples = getattr(data_config, "train_max_samples" if is_train else "val_max_samples", -1)
-    return _create(
-        data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples or -1
-    )
+    data_config = as_typed_config(data_config, DataConfig, "data")
+    if max_samples is None:
+        max_samples = data_config.train_max_samples if is_train else data_config.val_max_samples
+    return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples)
 
 
 def run_ppo(config, task_runner_class=None) -> None:
@@ -109,9 +123,8 @@ def run_ppo(config, task_runner_class=None) -> None:
     runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
     runner = runner_cls.remote()
     ray.get(runner.run.remote(config))
-    timeline_file = getattr(config.ray_kwargs, "timeline_json_file", None)
-    if timeline_file:
-        ray.timeline(filename=timeline_file)
+    if config.ray_kwargs.timeline_json_file:
+        ray.timeline(filename=config.ray_kwargs.timeline_json_file)
 
 
 class TaskRunner:
@@ -127,29 +140,32 @@ class TaskRunner:
         from verl.workers.config.model import resolve_model_path
 
         model_path = resolve_model_path(config.actor_rollout_ref.model.path)
-        tokenizer_path = config.actor_rollout_ref.model.get("tokenizer_path") or model_path
+        tokenizer_path = config.actor_rollout_ref.model.tokenizer_path or model_path
         tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_path, trust_remote_code=bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+            tokenizer_path, trust_remote_code=config.actor_rollout_ref.model.trust_remote_code
         )
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        from verl.utils import hf_processor
+
+        trust_remote_code = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+        processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
-        world = [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)
         resource_pool_manager = ResourcePoolManager(
-            resource_pool_spec={"global_pool": world}, mapping=dict.fromkeys(role_worker_mapping, "global_pool")
+            resource_pool_spec=resource_pool_spec(config), mapping=resource_pool_mapping(config, role_worker_mapping)
         )
-        reward_kwargs = dict(config.reward_model.get("reward_kwargs", None) or {})
-        reward_fn = load_reward_manager(config, tokenizer, num_examine=0, **reward_kwargs)
-        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1, **reward_kwargs)
-        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, is_train=True)
+        reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
+        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1)
+        train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
         val_dataset = None
         if config.data.val_files:
-            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, is_train=False)
+            val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False)
 
         trainer = RayPPOTrainer(
             config=config,
             tokenizer=tokenizer,
+            processor=processor,
             role_worker_mapping=role_worker_mapping,
             resource_pool_manager=resource_pool_manager,
             ray_worker_group_cls=RayWorkerGroup,
@@ -166,15 +182,37 @@ class TaskRunner:
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
         """Worker classes per role. With LoRA the reference is the actor with adapters off (no separate group)."""
         from verl.trainer.ppo.utils import Role
-        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
         mapping = {Role.ActorRollout: ActorRolloutRefWorker}
         if use_critic:
             mapping[Role.Critic] = CriticWorker
-        lora = int(config.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
+        if config.reward_model.enable and not config.reward_model.use_reward_loop:
+            mapping[Role.RewardModel] = RewardModelWorker
+        lora = config.actor_rollout_ref.model.lora_rank > 0
         if use_reference_policy and not lora:
             mapping[Role.RefPolicy] = ActorRolloutRefWorker
         return mapping
+
+
+def resource_pool_spec(config) -> dict[str, list[int]]:
+    """``global_pool`` (``trainer.n_gpus_per_node`` x ``nnodes``), plus ``reward_pool`` for a discriminative reward
+    model with ``reward_model.enable_resource_pool``."""
+    spec = {"global_pool": [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)}
+    reward_model = config.reward_model
+    if reward_model.enable and not reward_model.use_reward_loop and reward_model.enable_resource_pool:
+        spec["reward_pool"] = [int(reward_model.n_gpus_per_node)] * int(reward_model.nnodes)
+    return spec
+
+
+def resource_pool_mapping(config, role_worker_mapping: dict) -> dict:
+    """Every role on ``global_pool`` except the reward model when it has its own pool."""
+    from verl.trainer.ppo.utils import Role
+
+    mapping = dict.fromkeys(role_worker_mapping, "global_pool")
+    if Role.RewardModel in mapping and "reward_pool" in resource_pool_spec(config):
+        mapping[Role.RewardModel] = "reward_pool"
+    return mapping
 
 
 @hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)

@@ -16,6 +16,19 @@ def _import_target(target: str) -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+def as_typed_config(config: Any, dataclass_type: type[T], key: str = "") -> T:
+    """``config`` as a ``dataclass_type``: an instance passes through, a DictConfig/dict of its keys is checked
+    (unknown keys, types and allowed values, each error naming the key under the config path ``key``) and missing
+    keys take the dataclass defaults, so the dataclass stays the one place a default is written."""
+    if isinstance(config, dataclass_type):
+        return config
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    from verl.trainer.config.validation import check_typed
+
+    return check_typed(config if config is not None else {}, dataclass_type, prefix=key)
+
+
 def omega_conf_to_dataclass(config: DictConfig | dict | Any, dataclass_type: type[T] | None = None) -> T:
     """Build a typed dataclass from a ``DictConfig`` (or dict) with the same keys.
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from verl.utils.registry import Registry
+
 __all__ = ["Tracking", "register_logger", "check_backends", "available_loggers", "LOGGER_REGISTRY"]
 
 
@@ -29,8 +31,11 @@ class Logger(Protocol):
     def finish(self) -> None: ...
 
 
-# name -> (python module the backend needs or None, factory(project, experiment, config) -> Logger)
-LOGGER_REGISTRY: dict[str, tuple[str | None, Callable[[str, str, dict], Logger]]] = {}
+LOGGER_REGISTRY: Registry[Callable[[str, str, dict], Logger]] = Registry(
+    "logger", "trainer.logger", package="verl.utils.tracking", decorator="register_logger"
+)
+"""name -> factory ``fn(project_name, experiment_name, config_dict) -> Logger``; ``info(name)["requires"]`` is the
+module the backend needs."""
 
 
 def register_logger(name: str, requires: str | None = None):
@@ -38,16 +43,11 @@ def register_logger(name: str, requires: str | None = None):
 
     ``requires`` names the importable module the backend needs; its absence fails in ``check_backends``.
     """
-
-    def decorator(factory: Callable[[str, str, dict], Logger]):
-        LOGGER_REGISTRY[name] = (requires, factory)
-        return factory
-
-    return decorator
+    return LOGGER_REGISTRY.register(name, requires=requires)
 
 
 def available_loggers() -> list[str]:
-    return sorted(LOGGER_REGISTRY)
+    return LOGGER_REGISTRY.names()
 
 
 def _as_list(backends: str | Iterable[str] | None) -> list[str]:
@@ -64,7 +64,7 @@ def check_backends(backends: str | Iterable[str] | None) -> list[str]:
     for name in names:
         if name not in LOGGER_REGISTRY:
             raise ValueError(f"trainer.logger: unknown logger {name!r}; registered loggers are {available_loggers()}.")
-        module, _ = LOGGER_REGISTRY[name]
+        module = LOGGER_REGISTRY.info(name).get("requires")
         if module is not None and importlib.util.find_spec(module.split(".")[0]) is None:
             raise ImportError(
                 f"trainer.logger includes {name!r} but the package {module.split('.')[0]!r} is not installed. "
@@ -291,7 +291,7 @@ class Tracking:
         plain_config = _plain(config)
         self.logger: dict[str, Logger] = {}
         for name in self.backends:
-            _, factory = LOGGER_REGISTRY[name]
+            factory = LOGGER_REGISTRY.get(name)
             self.logger[name] = factory(project_name, experiment_name, plain_config)
 
     def log(self, data: dict[str, Any], step: int, backend: str | list[str] | None = None) -> None:

@@ -1,18 +1,23 @@
-"""FSDP2 workers for the single controller: ``ActorRolloutRefWorker(config, role)`` and ``CriticWorker(config)``.
+"""FSDP2 workers for the single controller: ``ActorRolloutRefWorker(config, role)``, ``CriticWorker(config)`` and
+``RewardModelWorker(config)``.
 
 A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``RolloutRole``, ``CriticRole``),
 each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
 
+Data dispatch is mesh-aware: each role's methods are split by that role's data-parallel rank (the ``dp``
+coordinate of its engine's ``(dp, sp)`` Ulysses mesh), so the ranks of a sequence-parallel group get the same
+rows and only the first of them is collected.
+
 Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
+``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
 Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of their own
 (``actor_infer_metrics``, ``ref_metrics``, ``critic_infer_metrics``), so outputs of several phases still union.
-``config`` is the ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``); typed or a
-DictConfig with the same keys.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
@@ -20,6 +25,11 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils.device import get_nccl_backend
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
+from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+
+if TYPE_CHECKING:
+    from verl.trainer.config.root import ActorRolloutRefConfig
 
 ROLES = {
     "actor": {"actor"},
@@ -28,14 +38,19 @@ ROLES = {
     "actor_rollout": {"actor", "rollout"},
     "actor_rollout_ref": {"actor", "rollout", "ref"},
 }
-DP_MESH = "actor"
+ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH, REWARD_MESH = "actor", "ref", "rollout", "critic", "reward_model"
 
 
-def load_tokenizer(model_config):
+def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh) -> None:
+    """Dispatch ``mesh_name``'s methods by the ``dp`` coordinate; collect the first rank of each ``sp`` group."""
+    worker._register_dispatch_collect_info(mesh_name, dp_rank=mesh.dp_rank, is_collect=mesh.is_collect)
+
+
+def load_tokenizer(model_config: HFModelConfig):
     from transformers import AutoTokenizer
 
-    path = getattr(model_config, "local_tokenizer_path", None) or model_config.path
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=bool(model_config.trust_remote_code))
+    path = model_config.local_tokenizer_path
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_config.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -64,7 +79,7 @@ class RolloutRole:
 
 
 class ActorRolloutRefWorker(Worker):
-    def __init__(self, config, role: str):
+    def __init__(self, config: ActorRolloutRefConfig, role: str):
         super().__init__()
         if role not in ROLES:
             raise ValueError(f"unknown ActorRolloutRefWorker role {role!r}; expected one of {sorted(ROLES)}")
@@ -76,26 +91,25 @@ class ActorRolloutRefWorker(Worker):
         self.ref: ReferenceRole | LoraReferenceRole | None = None
         self.rollout: RolloutRole | None = None
 
-    @property
-    def _rollout_n(self) -> int:
-        return int(self.config.rollout.n) if getattr(self.config, "rollout", None) is not None else 1
-
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         """Build the roles: the actor first (the rollout reads its weights), the reference last."""
         model_config = self.config.model
         self.tokenizer = load_tokenizer(model_config)
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(ROLLOUT_MESH, dp_rank=self.rank, is_collect=True)
         if "actor" in self.parts:
-            self.actor = ActorRole(model_config, self.config.actor, self.tokenizer, self._rollout_n)
+            self.actor = ActorRole(model_config, self.config.actor, self.tokenizer, self.config.rollout.n)
+            register_ulysses_dispatch(self, ACTOR_MESH, self.actor.engine.ulysses)
         if "rollout" in self.parts:
             source = self.actor.module if self.actor is not None else self._frozen_policy().engine.module
             self.rollout = RolloutRole(self.config.rollout, model_config, self.tokenizer, source)
         if "ref" in self.parts:
             if self.actor is not None and int(model_config.lora_rank) > 0:
                 self.ref = LoraReferenceRole(self.actor, self.config.ref)
+                register_ulysses_dispatch(self, REF_MESH, self.actor.engine.ulysses)
             else:
                 self.ref = ReferenceRole(model_config, self.config.ref)
+                register_ulysses_dispatch(self, REF_MESH, self.ref.engine.ulysses)
 
     def _frozen_policy(self) -> ReferenceRole:
         """A rollout-only worker still needs the policy weights to sync from: a frozen copy."""
@@ -108,11 +122,11 @@ class ActorRolloutRefWorker(Worker):
             raise RuntimeError(f"{method} needs the {part!r} role; this worker's role is {self.role!r}")
         return value
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ROLLOUT_MESH))
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self._require("rollout", "generate_sequences").generate_sequences(prompts)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """``old_log_probs`` and ``entropys`` ``(bs, R)`` of the current actor (rollout's log-prob settings)."""
         actor = self._require("actor", "compute_log_prob")
@@ -124,7 +138,7 @@ class ActorRolloutRefWorker(Worker):
             meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics},
         )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         ref = self._require("ref", "compute_ref_log_prob")
         temperature = float(self.config.rollout.temperature)
@@ -133,7 +147,7 @@ class ActorRolloutRefWorker(Worker):
             tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature, "ref_metrics": ref.last_metrics}
         )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def update_actor(self, data: DataProto) -> DataProto:
         actor = self._require("actor", "update_actor")
         data.meta_info.setdefault("temperature", float(self.config.rollout.temperature))
@@ -152,7 +166,7 @@ class ActorRolloutRefWorker(Worker):
 class CriticWorker(Worker):
     """``config`` is the ``critic`` section (``model`` with ``fsdp_config``, ``optim``, PPO batch keys)."""
 
-    def __init__(self, config):
+    def __init__(self, config: CriticConfig):
         super().__init__()
         self.config = config
         self.init_process_group(backend=get_nccl_backend())
@@ -162,17 +176,17 @@ class CriticWorker(Worker):
     def init_model(self) -> None:
         from verl.workers.critic.role import CriticRole
 
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
         self.critic = CriticRole(self.config, load_tokenizer(self.config.model))
+        register_ulysses_dispatch(self, CRITIC_MESH, self.critic.engine.ulysses)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
         values = self.critic.compute_values(data)
         return DataProto.from_dict(
             tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
         )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def update_critic(self, data: DataProto) -> DataProto:
         metrics = self.critic.update(data)
         metrics.setdefault("perf/max_memory_allocated_gb", max_memory_allocated_gb())
@@ -185,3 +199,25 @@ class CriticWorker(Worker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
         self.critic.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+
+
+class RewardModelWorker(Worker):
+    """``config`` is the ``reward_model`` section; holds a ``RewardModelRole`` (frozen scorer, no checkpoints)."""
+
+    def __init__(self, config: RewardModelConfig):
+        super().__init__()
+        self.config = config
+        self.init_process_group(backend=get_nccl_backend())
+        self.reward_model = None
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        from verl.workers.reward_model.role import RewardModelRole
+
+        self._register_dispatch_collect_info(REWARD_MESH, dp_rank=self.rank, is_collect=True)
+        self.reward_model = RewardModelRole(self.config)
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REWARD_MESH))
+    def compute_rm_score(self, data: DataProto) -> DataProto:
+        """``rm_scores (bs, R)``: the reward model's score at each response's last token."""
+        return self.reward_model.compute_rm_score(data)

@@ -21,7 +21,7 @@ class Numbers(Dataset):
 
 def _batches(stream, count: int) -> list[list[int]]:
     out = []
-    for batch in stream:
+    for batch in stream.iter_epochs(3):
         out.append(batch["index"].tolist())
         if len(out) == count:
             break
@@ -30,7 +30,7 @@ def _batches(stream, count: int) -> list[list[int]]:
 
 def test_rank_slices_tile_the_global_batch_and_resume():
     data = Numbers(12)
-    streams = [create_train_stream(data, 6, True, seed=3, total_epochs=3, rank=r, world_size=2) for r in (0, 1)]
+    streams = [create_train_stream(data, 6, True, seed=3, rank=r, world_size=2) for r in (0, 1)]
     per_rank = [_batches(stream, 6) for stream in streams]  # 3 epochs x 2 steps
     for step in range(6):
         assert len(per_rank[0][step]) == 3 and len(per_rank[1][step]) == 3
@@ -39,10 +39,10 @@ def test_rank_slices_tile_the_global_batch_and_resume():
         assert sorted(seen) == list(range(12))  # each epoch covers every example once
     assert per_rank[0][0] + per_rank[1][0] != per_rank[0][2] + per_rank[1][2]  # reshuffled per epoch
 
-    fresh = create_train_stream(data, 6, True, seed=3, total_epochs=3, rank=1, world_size=2)
+    fresh = create_train_stream(data, 6, True, seed=3, rank=1, world_size=2)
     partial = _batches(fresh, 3)
     state = fresh.state_dict()
-    resumed = create_train_stream(data, 6, True, seed=3, total_epochs=3, rank=1, world_size=2)
+    resumed = create_train_stream(data, 6, True, seed=3, rank=1, world_size=2)
     resumed.load_state_dict(state)
     assert partial + _batches(resumed, 3) == per_rank[1]
 

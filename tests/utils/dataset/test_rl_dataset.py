@@ -134,11 +134,11 @@ def test_several_files_parquet_and_jsonl_in_order(tokenizer, tmp_path):
 
 def test_max_samples_is_a_deterministic_subset(tokenizer, tmp_path):
     path = write_jsonl([make_row(f"q{i}", index=i) for i in range(20)], tmp_path / "rows.jsonl")
-    config = data_config(max_samples=5, shuffle=True, seed=3)
-    picked = [RLHFDataset(path, tokenizer, config)[i]["index"] for i in range(5)]
-    again = [RLHFDataset(path, tokenizer, config)[i]["index"] for i in range(5)]
+    config = data_config(shuffle=True, seed=3)
+    picked = [RLHFDataset(path, tokenizer, config, max_samples=5)[i]["index"] for i in range(5)]
+    again = [RLHFDataset(path, tokenizer, config, max_samples=5)[i]["index"] for i in range(5)]
     assert picked == again and len(set(picked)) == 5
-    ordered = RLHFDataset(path, tokenizer, data_config(max_samples=5, shuffle=False))
+    ordered = RLHFDataset(path, tokenizer, data_config(shuffle=False), max_samples=5)
     assert [ordered[i]["index"] for i in range(5)] == [0, 1, 2, 3, 4]
 
 

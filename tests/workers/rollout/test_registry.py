@@ -12,8 +12,16 @@ def test_hf_resolves_to_hf_rollout():
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match=r"unknown rollout name 'sglang'.*'hf'.*'vllm'"):
-        get_rollout_class("sglang")
+    with pytest.raises(ValueError, match=r"Unknown rollout 'trtllm'.*'hf', 'sglang', 'vllm'"):
+        get_rollout_class("trtllm")
+
+
+def test_sglang_resolves_without_importing_sglang():
+    import sys
+
+    cls = get_rollout_class("sglang")
+    assert cls.__name__ == "SGLangRollout" and issubclass(cls, BaseRollout)
+    assert "sglang" not in sys.modules  # the engine is imported when a rollout is built
 
 
 def test_register_custom_and_reject_duplicates():

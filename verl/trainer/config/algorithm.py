@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 
 KL_PENALTY_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 """KL estimators accepted by ``core_algos.kl_penalty`` for the in-reward KL penalty."""
@@ -40,6 +40,9 @@ class RolloutCorrectionConfig(BaseConfig):
     rollout_is_threshold: float = bounded_field(2.0, gt=0.0)
     """Upper truncation of the importance weights."""
 
+    rollout_is_batch_normalize: bool = False
+    """Rescale the truncated importance weights to mean 1 over the batch's valid tokens."""
+
     rollout_rs: str | None = choice_field(None, (None, "token", "sequence", "geometric"))
     """Rejection sampling: mask tokens/sequences whose ratio leaves the thresholds; null disables it."""
 
@@ -74,7 +77,7 @@ class FilterGroupsConfig(BaseConfig):
 class AlgoConfig(BaseConfig):
     """The RL algorithm: how advantages are estimated and how the KL to the reference enters."""
 
-    adv_estimator: str = "grpo"
+    adv_estimator: str = registry_field("grpo", "verl.trainer.ppo.algos.registry:ADV_ESTIMATOR_REGISTRY")
     """Registered advantage estimator (``core_algos.get_adv_estimator_fn``), e.g. gae, grpo, rloo."""
 
     gamma: float = bounded_field(1.0, ge=0.0, le=1.0)

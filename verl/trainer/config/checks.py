@@ -2,38 +2,47 @@
 
 Batch arithmetic follows the workers: a step generates ``data.train_batch_size * rollout.n`` sequences,
 split evenly over ``trainer.n_gpus_per_node * trainer.nnodes`` workers; each optimizer step takes
-``ppo_mini_batch_size * rollout.n`` sequences, i.e. ``ppo_mini_batch_size * rollout.n / world_size`` per
-worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulation).
+``ppo_mini_batch_size * rollout.n`` sequences, i.e. ``ppo_mini_batch_size * rollout.n / dp`` per
+worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulation). ``dp`` is the world size
+divided by the role's ``ulysses_sequence_parallel_size`` (the ranks of a sequence-parallel group share rows), and
+a token budget ``*_max_token_len_per_gpu`` covers ``budget * ulysses_sequence_parallel_size`` tokens of a
+micro-batch.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
+import dataclasses
 from typing import Any
 
-from verl.trainer.config.registry_names import static_names
+from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
-from verl.trainer.config.trainer import LOGGER_NAMES
+from verl.trainer.config.sequence_parallel import sequence_parallel_errors
+from verl.trainer.ppo.utils import estimator_inputs, estimator_needs_groups
 from verl.workers.config.actor import KL_LOSS_TYPES
+from verl.workers.config.base import resolve_registry
 from verl.workers.config.reward_model import OverlongBufferConfig
 from verl.workers.config.roles import PPOUpdateConfig
-
-GROUP_ESTIMATORS = ("grpo", "grpo_passk", "rloo")
-"""Estimators whose baseline is the other responses of the same prompt: they need ``rollout.n > 1``."""
 
 CHECKPOINT_CONTENTS = ("model", "optimizer", "extra", "hf_model")
 """Parts a checkpoint may hold."""
 
-SKIPPED_REGISTRY_CHECKS: list[str] = []
-"""Registry checks skipped because their module could not be imported (filled by :func:`registry_errors`)."""
+
+def _estimator_registered(cfg: PPOConfig) -> bool:
+    from verl.trainer.ppo.algos.registry import ADV_ESTIMATOR_REGISTRY
+
+    return cfg.algorithm.adv_estimator in ADV_ESTIMATOR_REGISTRY
+
+
+def estimator_needs_critic(cfg: PPOConfig) -> bool:
+    """Whether the advantage estimator takes ``values`` (GAE does); false for an unknown name (reported apart)."""
+    return _estimator_registered(cfg) and "values" in estimator_inputs(cfg.algorithm.adv_estimator)
 
 
 def need_critic(cfg: PPOConfig) -> bool:
-    """A critic runs when ``critic.enable`` says so, or (when it is null) for the ``gae`` estimator."""
+    """A critic runs when ``critic.enable`` says so, or (when it is null) when the estimator takes ``values``."""
     if cfg.critic.enable is not None:
         return bool(cfg.critic.enable)
-    return cfg.algorithm.adv_estimator == "gae"
+    return estimator_needs_critic(cfg)
 
 
 def need_reference_policy(cfg: PPOConfig) -> bool:
@@ -48,6 +57,11 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     batch = cfg.data.train_batch_size
     mini = role.ppo_mini_batch_size
     world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
+    sp = role.ulysses_sequence_parallel_size
+    if sp > 1:
+        if world % sp:
+            return []  # reported by sequence_parallel_errors
+        world, world_keys = world // sp, f"{world_keys} / {key}.ulysses_sequence_parallel_size"
     if batch % mini:
         errors.append(
             f"data.train_batch_size={batch} must be a multiple of {key}.ppo_mini_batch_size={mini} (prompts per "
@@ -63,10 +77,12 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     per_worker = mini_sequences // world
     seq_len = cfg.actor_rollout_ref.rollout.prompt_length + cfg.actor_rollout_ref.rollout.response_length
     if role.use_dynamic_bsz:
-        if role.ppo_max_token_len_per_gpu < seq_len:
+        if role.ppo_max_token_len_per_gpu * sp < seq_len:
+            scaled = f" * ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
             errors.append(
-                f"{key}.ppo_max_token_len_per_gpu={role.ppo_max_token_len_per_gpu} is below one full sequence "
-                f"(actor_rollout_ref.rollout.prompt_length + response_length = {seq_len}); raise it to >= {seq_len}"
+                f"{key}.ppo_max_token_len_per_gpu={role.ppo_max_token_len_per_gpu}{scaled} is below one full "
+                f"sequence (actor_rollout_ref.rollout.prompt_length + response_length = {seq_len}); raise it to "
+                f">= {-(-seq_len // sp)}"
             )
     elif role.ppo_micro_batch_size_per_gpu is None:
         errors.append(
@@ -82,12 +98,15 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     return errors
 
 
-def _log_prob_errors(key: str, micro: int | None, dynamic: bool, max_tokens: int, seq_len: int) -> list[str]:
+def _log_prob_errors(
+    key: str, micro: int | None, dynamic: bool, max_tokens: int, seq_len: int, sp: int = 1
+) -> list[str]:
     if dynamic:
-        if max_tokens < seq_len:
+        if max_tokens * sp < seq_len:
+            scaled = f" (times ulysses_sequence_parallel_size {sp})" if sp > 1 else ""
             return [
-                f"{key}.log_prob_max_token_len_per_gpu={max_tokens} is below one full sequence ({seq_len} tokens); "
-                f"raise it to >= {seq_len}"
+                f"{key}.log_prob_max_token_len_per_gpu={max_tokens}{scaled} is below one full sequence ({seq_len} "
+                f"tokens); raise it to >= {-(-seq_len // sp)}"
             ]
     elif micro is None:
         return [
@@ -124,10 +143,11 @@ def _length_errors(cfg: PPOConfig) -> list[str]:
 def _algorithm_errors(cfg: PPOConfig) -> list[str]:
     errors = []
     algo, actor, rollout = cfg.algorithm, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    if algo.adv_estimator == "gae" and cfg.critic.enable is False:
+    if estimator_needs_critic(cfg) and cfg.critic.enable is False:
         errors.append(
-            "algorithm.adv_estimator=gae needs a critic but critic.enable=False; set critic.enable=True (or null), "
-            "or pick an estimator without a critic (grpo, rloo, reinforce_plus_plus)"
+            f"algorithm.adv_estimator={algo.adv_estimator} needs a critic but critic.enable=False (the estimator "
+            "takes values); set critic.enable=True (or null), or pick an estimator without a critic (grpo, rloo, "
+            "reinforce_plus_plus)"
         )
     if cfg.trainer.critic_warmup > 0 and not need_critic(cfg):
         errors.append(
@@ -140,7 +160,7 @@ def _algorithm_errors(cfg: PPOConfig) -> list[str]:
             f"{algo.use_kl_in_reward} need the reference model, but actor_rollout_ref.ref is null; restore "
             "actor_rollout_ref.ref or turn both KL options off"
         )
-    if algo.adv_estimator in GROUP_ESTIMATORS and rollout.n < 2:
+    if _estimator_registered(cfg) and estimator_needs_groups(algo.adv_estimator) and rollout.n < 2:
         errors.append(
             f"algorithm.adv_estimator={algo.adv_estimator} compares responses of the same prompt and needs "
             f"actor_rollout_ref.rollout.n > 1 (got {rollout.n}); set actor_rollout_ref.rollout.n=4 or more"
@@ -214,11 +234,6 @@ def _data_errors(cfg: PPOConfig) -> list[str]:
 def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
     errors = []
     trainer, rollout = cfg.trainer, cfg.actor_rollout_ref.rollout
-    unknown_loggers = [name for name in trainer.logger if name not in LOGGER_NAMES]
-    if unknown_loggers:
-        errors.append(
-            f"trainer.logger has unknown backends {unknown_loggers}; allowed values: {', '.join(LOGGER_NAMES)}"
-        )
     if trainer.resume_mode == "resume_path" and not trainer.resume_from_path:
         errors.append("trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N folder)")
     if world % rollout.tensor_model_parallel_size:
@@ -259,6 +274,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
         rollout.log_prob_use_dynamic_bsz,
         rollout.log_prob_max_token_len_per_gpu,
         seq_len,
+        cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size,  # the actor's engine recomputes log-probs
     )
     if ref is not None and need_reference_policy(cfg):
         errors += _log_prob_errors(
@@ -267,10 +283,13 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
             ref.log_prob_use_dynamic_bsz,
             ref.log_prob_max_token_len_per_gpu,
             seq_len,
+            ref.ulysses_sequence_parallel_size,
         )
     errors += _length_errors(cfg)
+    errors += sequence_parallel_errors(cfg, world, need_critic(cfg), need_reference_policy(cfg))
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
+    errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     errors += _kernel_errors(cfg)
@@ -278,13 +297,20 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
 
 
 def _kernel_errors(cfg: PPOConfig) -> list[str]:
-    """Liger kernels need CUDA and the liger-kernel package (checked here, before Ray or a model starts)."""
+    """Liger kernels need CUDA and the liger-kernel package; the fused log-prob head runs without sequence
+    parallelism (checked here, before Ray or a model starts)."""
     from verl.workers.engine.fsdp.liger import liger_unavailable_reason
 
     models = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
     if need_critic(cfg):
         models.append(("critic.model", cfg.critic.model))
     errors = []
+    sp = cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
+    if cfg.actor_rollout_ref.model.use_fused_kernels and sp > 1:
+        errors.append(
+            f"actor_rollout_ref.model.use_fused_kernels=True does not combine with "
+            f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp}; set one of them back"
+        )
     for key, model in models:
         if getattr(model, "use_liger", False):
             reason = liger_unavailable_reason()
@@ -293,36 +319,28 @@ def _kernel_errors(cfg: PPOConfig) -> list[str]:
     return errors
 
 
-def _registry_error(module: str, getter: str, registry: str, name: str, key: str, static: str) -> str | None:
-    """Check ``name`` against a registry: the names its source registers first (no import), then the live
-    registry (``module.getter``), whose error lists the registered names."""
-    if module not in sys.modules:
-        known = static_names(static)
-        if known is not None and name in known:
-            return None
-    try:
-        mod: Any = importlib.import_module(module)
-    except ImportError as exc:
-        SKIPPED_REGISTRY_CHECKS.append(f"{key}: {module} not importable ({exc})")
-        return None
-    try:
-        getattr(mod, getter)(name)
-    except Exception as exc:  # the registries raise ValueError/KeyError listing their names
-        names = getattr(mod, registry, None)
-        listed = f"registered: {', '.join(sorted(names))}" if names else str(exc)
-        return f"{key}={name!r} is not registered; {listed}"
-    return None
+def _registry_fields(node: Any, path: str) -> list[tuple[str, Any, str]]:
+    """``(key path, value, registry spec)`` of every ``registry_field`` in the typed config tree under ``node``."""
+    found = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        key = f"{path}.{f.name}" if path else f.name
+        if "registry" in f.metadata:
+            found.append((key, value, f.metadata["registry"]))
+        elif dataclasses.is_dataclass(value):
+            found.extend(_registry_fields(value, key))
+    return found
 
 
 def registry_errors(cfg: PPOConfig) -> list[str]:
-    """Names that the advantage-estimator, policy-loss and reward-manager registries do not know."""
-    lookups = (
-        ("verl.trainer.ppo.core_algos", "get_adv_estimator_fn", "ADV_ESTIMATOR_REGISTRY",
-         cfg.algorithm.adv_estimator, "algorithm.adv_estimator", "adv_estimator"),
-        ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "POLICY_LOSS_REGISTRY",
-         cfg.actor_rollout_ref.actor.policy_loss.loss_mode, "actor_rollout_ref.actor.policy_loss.loss_mode",
-         "policy_loss"),
-        ("verl.workers.reward_manager", "get_reward_manager_cls", "REWARD_MANAGER_REGISTRY",
-         cfg.reward_model.reward_manager, "reward_model.reward_manager", "reward_manager"),
-    )  # fmt: skip
-    return [e for e in (_registry_error(*lookup) for lookup in lookups) if e]
+    """Names that their registry does not know (listing the registered ones) or that are pinned to a planned
+    feature ("not supported yet"), for every ``registry_field`` of the tree. Reading the registries imports no
+    heavy module: built-in names are found in source."""
+    errors = []
+    for key, value, spec in _registry_fields(cfg, ""):
+        registry = resolve_registry(spec)
+        for name in value if isinstance(value, list) else [value]:
+            error = registry.error(name, key)
+            if error is not None:
+                errors.append(error)
+    return errors

@@ -42,6 +42,12 @@ class DataConfig(BaseConfig):
     prompt_key: str = "prompt"
     """Column holding the prompt (a chat message list or a string)."""
 
+    image_key: str = "images"
+    """Column holding a row's images (a list; ``<image>`` in the prompt text marks where each goes)."""
+
+    video_key: str = "videos"
+    """Column holding a row's videos (a list of frame lists; ``<video>`` marks where each goes)."""
+
     reward_fn_key: str = "data_source"
     """Column that selects the reward function (passed as ``data_source`` to ``default_compute_score``)."""
 

@@ -45,4 +45,13 @@ def apply_deprecated_micro_batch_sizes(cfg: PPOConfig) -> list[str]:
                 errors.append(error)
             else:
                 role.log_prob_micro_batch_size_per_gpu = value
+    rm = cfg.reward_model
+    if rm.micro_batch_size is not None:
+        rm_world = rm.n_gpus_per_node * rm.nnodes if rm.enable_resource_pool else world
+        target = "reward_model.micro_batch_size_per_gpu"
+        value, error = _per_worker(rm.micro_batch_size, max(rm_world, 1), "reward_model.micro_batch_size", target)
+        if error:
+            errors.append(error)
+        else:
+            rm.micro_batch_size_per_gpu = value
     return errors

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema_walk import field_specs, is_config_class
+from verl.workers.config.base import resolve_registry
 
 HEADER = """# Configuration reference
 
@@ -98,6 +99,8 @@ def _section(cls: type, path: str, node: DictConfig, lines: list[str]) -> None:
                 "null" if c is None else str(c).lower() if isinstance(c, bool) else str(c) for c in metadata["choices"]
             )
             doc += f" Allowed: {shown}."
+        if "registry" in metadata:
+            doc += f" Registered: {', '.join(resolve_registry(metadata['registry']).names())}."
         if is_config_class(inner):
             lines.append(f"| `{name}` | {inner.__name__} | see `{path}.{name}` | {doc} |")
             nested.append((inner, f"{path}.{name}", node[name]))

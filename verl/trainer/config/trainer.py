@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
-
-LOGGER_NAMES = ("console", "wandb", "tensorboard", "mlflow", "swanlab", "file")
-"""Tracking backends of ``verl.utils.tracking.Tracking``."""
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 
 
 @dataclass
@@ -35,8 +32,9 @@ class TrainerConfig(BaseConfig):
     experiment_name: str = "arithmetic"
     """Experiment (run) name for the trackers and the default checkpoint folder."""
 
-    logger: list[str] = field(default_factory=lambda: ["console"])
-    """Tracking backends, any of ``console``, ``wandb``, ``tensorboard``, ``mlflow``, ``swanlab``, ``file``."""
+    logger: list[str] = registry_field(lambda: ["console"], "verl.utils.tracking:LOGGER_REGISTRY")
+    """Registered tracking backends (``verl.utils.tracking``), e.g. ``console``, ``wandb``, ``tensorboard``,
+    ``mlflow``, ``swanlab``, ``file``."""
 
     log_val_generations: int = bounded_field(0, ge=0)
     """Validation samples (prompt, response, score) logged per validation."""

@@ -199,22 +199,23 @@ def to_typed(container: dict, cls: type, base: Any = None) -> Any:
     return dataclasses.replace(base, **updates)
 
 
-def check_typed(cfg: DictConfig | dict, cls: type) -> Any:
+def check_typed(cfg: DictConfig | dict, cls: type, prefix: str = "") -> Any:
     """Check a composed config against the dataclass ``cls`` and return the typed object.
 
     Raises :class:`ConfigError` listing every unknown key (with the nearest valid key), wrong type, and
-    disallowed or out-of-range value (with the allowed values). Usable for any root config class.
+    disallowed or out-of-range value (with the allowed values). Usable for any root config class; ``prefix``
+    is the config's own key path (e.g. ``data``), used in the messages.
     """
     if isinstance(cfg, dict):
         cfg = OmegaConf.create(cfg)
     if not isinstance(cfg, DictConfig):
         raise TypeError(f"expected a DictConfig, dict or {cls.__name__}, got {type(cfg).__name__}")
     errors: list[str] = []
-    _unknown_key_errors(cfg, cls, "", cls, errors)
+    _unknown_key_errors(cfg, cls, prefix, cls, errors)
     if errors:
         raise ConfigError(errors)
     container = _strip_ignored(_resolve(cfg))
-    checked = _check_types(container, cls, "", errors, cfg)
+    checked = _check_types(container, cls, prefix, errors, cfg)
     if errors:
         raise ConfigError(errors)
     return to_typed(checked, cls)

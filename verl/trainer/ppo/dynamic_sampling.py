@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from verl.protocol import DataProto
+from verl.trainer.config.root import PPOConfig
 
 __all__ = ["GroupFilterBatcher", "per_sample_metric", "informative_group_indices"]
 
@@ -68,12 +69,13 @@ class GroupFilterBatcher:
         self._parts: list[DataProto] = []
 
     @classmethod
-    def from_config(cls, config: Any) -> GroupFilterBatcher:
-        filter_groups = getattr(config.algorithm, "filter_groups", None)
+    def from_config(cls, config: PPOConfig) -> GroupFilterBatcher:
+        filter_groups = config.algorithm.filter_groups
         return cls(
-            enable=bool(getattr(filter_groups, "enable", False)),
-            metric=getattr(filter_groups, "metric", None) or "acc",
-            max_num_gen_batches=int(getattr(filter_groups, "max_num_gen_batches", 0) or 0),
+            enable=filter_groups.enable,
+            # validation requires a metric when filtering is enabled; unused otherwise
+            metric=filter_groups.metric or "acc",
+            max_num_gen_batches=filter_groups.max_num_gen_batches,
             target_groups=config.data.train_batch_size,
             n=config.actor_rollout_ref.rollout.n,
         )

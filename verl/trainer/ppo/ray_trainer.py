@@ -6,6 +6,10 @@ One step of :meth:`RayPPOTrainer.fit`, top to bottom::
     -> old log-probs -> reference log-probs -> values -> KL in reward -> rollout correction -> advantages
     -> critic update -> actor update (after critic_warmup) -> metrics
 
+Scoring runs the reward-model worker group (``rm_scores``) and then the reward function; with
+``reward_model.launch_reward_fn_async`` the reward function runs in a Ray task while the log-probs and values
+are computed, and its scores are collected just before the advantages (``reward.compute_reward_async``).
+
 Every algorithmic choice comes from the config through the registries in ``core_algos``; the driver only
 moves ``DataProto`` batches between worker groups. Validation, checkpoint files, dynamic sampling, worker
 construction and data loading live in their own modules next to this one.
@@ -32,7 +36,7 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
     reward_trend_summary,
 )
-from verl.trainer.ppo.reward import compute_reward
+from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics, rows_in_order
 from verl.trainer.ppo.utils import (
     Role,
     need_critic,
@@ -46,6 +50,9 @@ from verl.utils.profiler import marked_timer
 from verl.utils.tracking import Tracking
 
 __all__ = ["RayPPOTrainer", "Role", "ResourcePoolManager", "compute_response_mask"]
+
+ASYNC_ROW_KEY = "_reward_row"
+"""Non-tensor column recording each row's position when an async reward was launched (rows may be reordered)."""
 
 
 def compute_response_mask(data: DataProto) -> torch.Tensor:
@@ -87,6 +94,9 @@ class RayPPOTrainer:
         self.use_reference_policy = need_reference_policy(config)
         self.use_reward_baselines = need_reward_baselines(config)
         self.old_log_probs_from_update = old_log_probs_from_update(config)
+        self.async_reward = config.reward_model.launch_reward_fn_async
+        self.rm_wg = None
+        self._pending_reward = None
         self.ref_in_actor = Role.RefPolicy not in role_worker_mapping
         self.n = int(config.actor_rollout_ref.rollout.n)
         if config.algorithm.use_kl_in_reward:
@@ -108,7 +118,7 @@ class RayPPOTrainer:
         from verl.utils.dataset import create_rl_dataloader
 
         data = self.config.data
-        batch_size = getattr(data, "gen_batch_size", None) or data.train_batch_size
+        batch_size = data.gen_batch_size or data.train_batch_size
         if len(train_dataset) < batch_size:
             raise ValueError(
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
@@ -117,27 +127,17 @@ class RayPPOTrainer:
         self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
-            val_batch_size = getattr(data, "val_batch_size", None) or len(val_dataset)
+            val_batch_size = data.val_batch_size or len(val_dataset)
             self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
 
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
-        while self.train_dataloader.epoch < int(self.config.trainer.total_epochs):
-            yield from self.train_dataloader
+        yield from self.train_dataloader.iter_epochs(self.config.trainer.total_epochs)
 
     def _set_optimizer_horizon(self) -> None:
         """Tell the actor's and critic's LR schedules how many steps the run has (``optim.total_training_steps``)."""
-        from omegaconf import DictConfig, open_dict
-
         for section in (self.config.actor_rollout_ref.actor, self.config.critic):
-            optim = getattr(section, "optim", None)
-            if optim is None:
-                continue
-            if isinstance(optim, DictConfig):
-                with open_dict(optim):
-                    optim.total_training_steps = self.total_training_steps
-            else:
-                optim.total_training_steps = self.total_training_steps
+            section.optim.total_training_steps = self.total_training_steps
 
     def init_workers(self) -> None:
         """Spawn the worker groups and load the models (the actor last)."""
@@ -150,8 +150,9 @@ class RayPPOTrainer:
         )
         self.critic_wg = groups.get("critic")
         self.ref_policy_wg = groups.get("ref")
+        self.rm_wg = groups.get("rm")
         self.actor_rollout_wg = groups["actor_rollout"]
-        for worker_group in (self.critic_wg, self.ref_policy_wg, self.actor_rollout_wg):
+        for worker_group in (self.critic_wg, self.ref_policy_wg, self.rm_wg, self.actor_rollout_wg):
             if worker_group is not None:
                 worker_group.init_model()
         if self.ref_in_actor:
@@ -193,19 +194,48 @@ class RayPPOTrainer:
 
     def _greedy_baseline_rewards(self, prompts: DataProto) -> DataProto:
         """ReMax (Li et al., arXiv:2310.10505): the reward of one greedy response per prompt -> ``reward_baselines``."""
-        baseline = self._generate(prompts.select(deepcopy=True), do_sample=False)
-        scores, _ = compute_reward(baseline, self.reward_fn)
+        baseline = self._add_model_scores(self._generate(prompts.select(deepcopy=True), do_sample=False))
+        scores, _, _ = compute_reward_with_metrics(baseline, self.reward_fn)
         prompts.batch["reward_baselines"] = scores.sum(-1)
         return prompts
 
-    def _score(self, batch: DataProto) -> DataProto:
-        """Rule / model rewards -> ``token_level_scores`` (bs, R), and the manager's per-sample extra info."""
-        scores, extra_info = compute_reward(batch, self.reward_fn)
+    def _add_model_scores(self, batch: DataProto) -> DataProto:
+        """``rm_scores (bs, R)`` from the reward-model worker group (``reward_model.enable``), when it runs."""
+        if self.rm_wg is None or "rm_scores" in batch.batch.keys():
+            return batch
+        padded, pad_size = pad_dataproto_to_divisor(batch, self.rm_wg.world_size)
+        output = unpad_dataproto(self.rm_wg.compute_rm_score(padded), pad_size)
+        batch.meta_info.setdefault("reward_metrics", {}).update(output.meta_info.pop("metrics", {}))
+        return batch.union(output)
+
+    def _set_scores(self, batch: DataProto, scores, extra_info: dict, reward_metrics: dict) -> DataProto:
         batch.batch["token_level_scores"] = scores
         for key, values in extra_info.items():
             if len(values) == len(batch):
                 batch.non_tensor_batch[key] = np.asarray(values, dtype=object)
+        batch.meta_info.setdefault("reward_metrics", {}).update(reward_metrics)
         return batch
+
+    def _score(self, batch: DataProto) -> DataProto:
+        """Model scores, then the reward function -> ``token_level_scores`` (bs, R) and its per-sample extra info;
+        with ``launch_reward_fn_async`` the reward function is only launched (see :meth:`_collect_scores`)."""
+        batch = self._add_model_scores(batch)
+        if self.async_reward:
+            batch.non_tensor_batch[ASYNC_ROW_KEY] = np.arange(len(batch))
+            self._pending_reward = compute_reward_async(batch, self.reward_fn)
+            return batch
+        return self._set_scores(batch, *compute_reward_with_metrics(batch, self.reward_fn))
+
+    def _collect_scores(self, batch: DataProto) -> DataProto:
+        """The async reward function's scores, put back in the batch's current row order (it may be rebalanced)."""
+        import ray
+
+        if not self.async_reward:
+            return batch
+        scores, extra_info, reward_metrics = ray.get(self._pending_reward)
+        self._pending_reward = None
+        scores, extra_info = rows_in_order(scores, extra_info, batch.non_tensor_batch.pop(ASYNC_ROW_KEY))
+        return self._set_scores(batch, scores, extra_info, reward_metrics)
 
     def _rollout_and_score(self, batches, timing_raw: dict, metrics: dict) -> DataProto:
         """Prompts -> n responses each -> scores; with dynamic sampling, repeated until enough groups differ."""
@@ -225,7 +255,8 @@ class RayPPOTrainer:
                     metrics[name] = value
             with marked_timer("reward", timing_raw):
                 batch = self._score(batch)
-            if getattr(self.config.trainer, "rollout_data_dir", None):
+            metrics.update(batch.meta_info.pop("reward_metrics", {}))
+            if self.config.trainer.rollout_data_dir:
                 dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
             if batcher.add(batch):
                 metrics.update(batcher.metrics())
@@ -252,8 +283,7 @@ class RayPPOTrainer:
         called on on-policy steps (:func:`old_log_probs_from_update`): the actor update then takes them from its
         own forward pass, which computes exactly these values.
         """
-        correction = getattr(self.config.algorithm, "rollout_correction", None)
-        if getattr(correction, "bypass_mode", False) and "rollout_log_probs" in batch.batch.keys():
+        if self.config.algorithm.rollout_correction.bypass_mode and "rollout_log_probs" in batch.batch.keys():
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
             return batch
         output = self.actor_rollout_wg.compute_log_prob(batch)
@@ -293,7 +323,7 @@ class RayPPOTrainer:
         if "rollout_log_probs" not in batch.batch.keys() or "old_log_probs" not in batch.batch.keys():
             return batch
         batch, correction_metrics = core_algos.compute_rollout_correction_and_add_to_batch(
-            batch, getattr(self.config.algorithm, "rollout_correction", None)
+            batch, self.config.algorithm.rollout_correction
         )
         metrics.update(correction_metrics)
         return batch
@@ -335,6 +365,8 @@ class RayPPOTrainer:
                 with marked_timer("values", timing_raw):
                     batch = self._compute_values(batch, metrics)
             with marked_timer("adv", timing_raw):
+                batch = self._collect_scores(batch)
+                metrics.update(batch.meta_info.pop("reward_metrics", {}))
                 batch = self._apply_kl_in_reward(batch, metrics)
                 batch = self._apply_rollout_correction(batch, metrics)
                 batch = self._compute_advantages(batch)
@@ -361,16 +393,17 @@ class RayPPOTrainer:
             self.val_reward_fn,
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
-            num_generations_to_print=int(getattr(self.config.trainer, "log_val_generations", 0) or 0),
-            dump_dir=getattr(self.config.trainer, "validation_data_dir", None),
+            num_generations_to_print=self.config.trainer.log_val_generations,
+            dump_dir=self.config.trainer.validation_data_dir,
             step=self.global_steps,
+            add_model_scores=self._add_model_scores,
         )
 
     def _save_checkpoint(self) -> None:
         """Models and optimizers (workers), then ``data.pt``, then the tracker file (atomically, last)."""
         trainer = self.config.trainer
         step_dir = checkpointing.global_step_dir(trainer.default_local_dir, self.global_steps)
-        keep = getattr(trainer, "max_actor_ckpt_to_keep", None)
+        keep = trainer.max_actor_ckpt_to_keep
         self.actor_rollout_wg.save_checkpoint(
             local_path=f"{step_dir}/actor", global_step=self.global_steps, max_ckpt_to_keep=keep
         )
@@ -378,7 +411,7 @@ class RayPPOTrainer:
             self.critic_wg.save_checkpoint(
                 local_path=f"{step_dir}/critic",
                 global_step=self.global_steps,
-                max_ckpt_to_keep=getattr(trainer, "max_critic_ckpt_to_keep", None),
+                max_ckpt_to_keep=trainer.max_critic_ckpt_to_keep,
             )
         state = {
             "global_step": self.global_steps,
@@ -418,7 +451,7 @@ class RayPPOTrainer:
         self._load_checkpoint()
         if self.global_steps == 0 and trainer.val_before_train and self.val_reward_fn is not None:
             logger.log(self._validate(), step=0)
-            if getattr(trainer, "val_only", False):
+            if trainer.val_only:
                 return
 
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="Training Progress")

@@ -16,15 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
 
 from verl.protocol import DataProto
+from verl.trainer.config.root import PPOConfig
+from verl.utils.config import as_typed_config
 
 SAMPLE_ARGUMENTS = ("data_source", "solution_str", "ground_truth", "extra_info")
 BATCH_ARGUMENTS = ("data_sources", "solution_strs", "ground_truths", "extra_infos")
-
-
-def _section(config: Any, name: str) -> Any:
-    return getattr(config, name, None)
 
 
 def _kwargs_dict(value: Any) -> dict[str, Any]:
@@ -61,6 +60,16 @@ def check_reward_fn_signature(fn: Callable, argument_names: tuple[str, ...], whe
         ) from None
 
 
+def _pickle_by_value(module) -> None:
+    """Send the file's functions to other processes by value: a Ray task (``launch_reward_fn_async``) cannot import
+    the synthetic module name the file was loaded under."""
+    for pickler in ("ray.cloudpickle", "cloudpickle"):
+        try:
+            importlib.import_module(pickler).register_pickle_by_value(module)
+        except ImportError:
+            continue
+
+
 def get_custom_reward_fn(config: Any) -> Callable | None:
     """Load ``custom_reward_function.name`` from the file ``custom_reward_function.path`` (None when unset).
 
@@ -68,11 +77,11 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     (the plural names for the ``batch`` manager) plus ``custom_reward_function.reward_kwargs``, which are
     bound to it.
     """
-    section = _section(config, "custom_reward_function")
-    path = getattr(section, "path", None) if section is not None else None
-    if not path:
+    section = config.custom_reward_function
+    if not section.path:
         return None
-    name = getattr(section, "name", None) or "compute_score"
+    name = section.name
+    path = section.path
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(f"custom_reward_function.path={path!r} is not a file; point it at a .py file.")
@@ -87,34 +96,34 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ImportError(f"importing custom_reward_function.path={path!r} failed: {exc!r}") from exc
+    _pickle_by_value(module)
     fn = getattr(module, name, None)
     if not callable(fn):
         available = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
         raise AttributeError(
             f"custom_reward_function.name={name!r} is not a function in {path!r}; functions there: {available}"
         )
-    reward_kwargs = _kwargs_dict(getattr(section, "reward_kwargs", None))
-    manager = getattr(_section(config, "reward_model"), "reward_manager", "naive")
-    arguments = BATCH_ARGUMENTS if manager == "batch" else SAMPLE_ARGUMENTS
+    reward_kwargs = _kwargs_dict(section.reward_kwargs)
+    # evaluation configs have no reward_model section: they score sample by sample
+    batched = "reward_model" in config and config.reward_model.reward_manager == "batch"
+    arguments = BATCH_ARGUMENTS if batched else SAMPLE_ARGUMENTS
     check_reward_fn_signature(fn, arguments, f"custom_reward_function {name!r} in {path!r}", reward_kwargs)
     print(f"using custom reward function {name!r} from {path!r}")
     return functools.wraps(fn)(functools.partial(fn, **reward_kwargs)) if reward_kwargs else fn
 
 
-def _fill_overlong_settings(manager_cls: type, kwargs: dict[str, Any], reward_model: Any, data: Any) -> dict:
+def _fill_overlong_settings(manager_cls: type, kwargs: dict[str, Any], config: PPOConfig) -> dict:
     """For managers taking ``overlong_buffer_cfg`` / ``max_resp_len`` (DAPO's), default them from
     ``reward_model.overlong_buffer`` and ``data.max_response_length``; explicit reward_kwargs win."""
     parameters = inspect.signature(manager_cls.__init__).parameters
-    overlong = getattr(reward_model, "overlong_buffer", None)
-    if "overlong_buffer_cfg" in parameters and "overlong_buffer_cfg" not in kwargs and overlong is not None:
-        kwargs["overlong_buffer_cfg"] = _kwargs_dict(overlong)
-    max_response_length = getattr(data, "max_response_length", None)
-    if "max_resp_len" in parameters and "max_resp_len" not in kwargs and max_response_length is not None:
-        kwargs["max_resp_len"] = int(max_response_length)
+    if "overlong_buffer_cfg" in parameters and "overlong_buffer_cfg" not in kwargs:
+        kwargs["overlong_buffer_cfg"] = _kwargs_dict(config.reward_model.overlong_buffer)
+    if "max_resp_len" in parameters and "max_resp_len" not in kwargs:
+        kwargs["max_resp_len"] = config.data.max_response_length
     return kwargs
 
 
-def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwargs: Any):
+def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: int, **reward_kwargs: Any):
     """Build the manager named by ``reward_model.reward_manager`` with the custom or default scoring function.
 
     Constructor arguments: ``tokenizer, num_examine, compute_score, reward_fn_key`` plus
@@ -124,25 +133,61 @@ def load_reward_manager(config: Any, tokenizer, num_examine: int, **reward_kwarg
     """
     from verl.workers.reward_manager import get_reward_manager_cls
 
-    reward_model = _section(config, "reward_model")
-    manager_name = getattr(reward_model, "reward_manager", None) or "naive"
-    manager_cls = get_reward_manager_cls(manager_name)
-    data = _section(config, "data")
-    reward_fn_key = getattr(data, "reward_fn_key", None) or "data_source"
-    kwargs = {**_kwargs_dict(getattr(reward_model, "reward_kwargs", None)), **reward_kwargs}
-    kwargs = _fill_overlong_settings(manager_cls, kwargs, reward_model, data)
-    return manager_cls(
+    config = as_typed_config(config, PPOConfig)
+    manager_cls = get_reward_manager_cls(config.reward_model.reward_manager)
+    kwargs = {**_kwargs_dict(config.reward_model.reward_kwargs), **reward_kwargs}
+    kwargs = _fill_overlong_settings(manager_cls, kwargs, config)
+    manager = manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,
         compute_score=get_custom_reward_fn(config),
-        reward_fn_key=reward_fn_key,
+        reward_fn_key=config.data.reward_fn_key,
         **kwargs,
     )
+    from verl.workers.reward_manager.from_config import build_reward_fn, start_remote_sources
+
+    reward_fn = build_reward_fn(config.reward_model, manager, tokenizer, config.data.reward_fn_key)
+    start_remote_sources(reward_fn)
+    return reward_fn
+
+
+def compute_reward_with_metrics(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list], dict]:
+    """``(token_level_scores (bs, R), reward_extra_infos_dict, reward_metrics)``; the metrics (``reward/<source>/*``)
+    come from a combined reward function and are empty for a plain reward manager."""
+    result = reward_fn(data, return_dict=True)
+    if isinstance(result, dict):
+        return (
+            result["reward_tensor"],
+            dict(result.get("reward_extra_info", {})),
+            dict(result.get("reward_metrics", {})),
+        )
+    return result, {}, {}
 
 
 def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list]]:
     """``(token_level_scores (bs, R), reward_extra_infos_dict)`` from a reward manager."""
-    result = reward_fn(data, return_dict=True)
-    if isinstance(result, dict):
-        return result["reward_tensor"], dict(result.get("reward_extra_info", {}))
-    return result, {}
+    scores, extra_info, _ = compute_reward_with_metrics(data, reward_fn)
+    return scores, extra_info
+
+
+@functools.cache
+def _remote_compute_reward():
+    import ray
+
+    # no logical CPU: on a small machine the training pool's placement groups may hold all of them
+    return ray.remote(num_cpus=0)(compute_reward_with_metrics)
+
+
+def compute_reward_async(data: DataProto, reward_fn: Callable):
+    """``compute_reward_with_metrics`` in a Ray task (``reward_model.launch_reward_fn_async``); returns its ref."""
+    return _remote_compute_reward().remote(data, reward_fn)
+
+
+def rows_in_order(
+    scores: torch.Tensor, extra_info: dict[str, list], order: Any
+) -> tuple[torch.Tensor, dict[str, list]]:
+    """Reward results computed on a batch, for the same rows after a reorder: row ``j`` of the result is row
+    ``order[j]`` of the input (``order`` is the original position of each current row)."""
+    index = [int(i) for i in order]
+    extra = {key: [values[i] for i in index] for key, values in extra_info.items() if len(values) == len(index)}
+    return scores[torch.as_tensor(index, dtype=torch.long)], extra

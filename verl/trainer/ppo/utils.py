@@ -7,13 +7,13 @@ hard-coded list of algorithm names.
 
 from __future__ import annotations
 
-import inspect
 from enum import Enum
 from typing import Any
 
 __all__ = [
     "Role",
     "estimator_inputs",
+    "estimator_needs_groups",
     "need_critic",
     "need_reference_policy",
     "need_reward_baselines",
@@ -34,18 +34,29 @@ class Role(Enum):
 
 
 def estimator_inputs(adv_estimator: Any) -> set[str]:
-    """Parameter names of the registered advantage estimator (all known inputs when it takes ``**kwargs``)."""
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    """Parameter names of the registered advantage estimator (``**kwargs`` excluded), read from its source for a
+    built-in one (no import) and from its signature for one registered at run time."""
+    from verl.trainer.ppo.algos.registry import ADV_ESTIMATOR_REGISTRY
 
-    parameters = inspect.signature(get_adv_estimator_fn(adv_estimator)).parameters
-    return {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    params = ADV_ESTIMATOR_REGISTRY.params(adv_estimator)
+    if params is None:  # unknown name: the lookup fails listing the registered ones
+        ADV_ESTIMATOR_REGISTRY.get(adv_estimator)
+        return set()
+    return set(params)
+
+
+def estimator_needs_groups(adv_estimator: Any) -> bool:
+    """Whether the estimator's baseline is the other responses of the same prompt (registered with
+    ``group_baseline=True``): it needs ``actor_rollout_ref.rollout.n > 1``."""
+    from verl.trainer.ppo.algos.registry import ADV_ESTIMATOR_REGISTRY
+
+    return bool(ADV_ESTIMATOR_REGISTRY.info(adv_estimator).get("group_baseline", False))
 
 
 def need_critic(config: Any) -> bool:
     """``critic.enable`` when set; otherwise whether the advantage estimator takes ``values`` (GAE does)."""
-    enable = getattr(getattr(config, "critic", None), "enable", None)
-    if enable is not None:
-        return bool(enable)
+    if config.critic.enable is not None:
+        return bool(config.critic.enable)
     return "values" in estimator_inputs(config.algorithm.adv_estimator)
 
 

@@ -21,6 +21,7 @@ WORKER_GROUP_NAMES: dict[Role, tuple[str, str, str | None]] = {
     Role.ActorRolloutRef: ("actor_rollout", "actor_rollout_ref", "actor_rollout_ref"),
     Role.RefPolicy: ("ref", "actor_rollout_ref", "ref"),
     Role.Critic: ("critic", "critic", None),
+    Role.RewardModel: ("rm", "reward_model", None),
 }
 
 

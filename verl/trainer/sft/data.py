@@ -1,20 +1,21 @@
 """SFT datasets and the per-rank batch streams.
 
-Every rank draws the same seeded global batch of ``data.train_batch_size`` example indices
-(:class:`~verl.trainer.ppo.data_loading.EpochBatchSampler`) and keeps its contiguous slice, so the saved
-stream position ``(epoch, batches consumed)`` restores every rank exactly.
+Every rank draws the same seeded global batch of ``data.train_batch_size`` example indices and keeps its contiguous
+slice (:class:`~verl.utils.dataset.sampler.StatefulSampler` with ``rank``/``world_size``), so the saved position
+``(epoch, batches consumed)`` of the :class:`~verl.utils.dataset.dataloader.StatefulDataLoader` restores every rank
+exactly.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
-from verl.trainer.ppo.data_loading import EpochBatchSampler, ResumableBatchStream
+from verl.utils.dataset.dataloader import StatefulDataLoader
+from verl.utils.dataset.sampler import StatefulSampler
 
 
 def _load_custom_class(path: str, name: str) -> type:
@@ -51,38 +52,20 @@ def create_sft_dataset(data_files: Any, data_config: Any, tokenizer) -> Dataset:
     return dataset_class(data_config)(data_files, tokenizer, data_config)
 
 
-class RankSliceBatchSampler(Sampler[list[int]]):
-    """This rank's contiguous ``1 / world_size`` slice of each global batch of ``global_sampler``."""
-
-    def __init__(self, global_sampler: EpochBatchSampler, rank: int, world_size: int):
-        if global_sampler.batch_size % world_size:
-            raise ValueError(
-                f"data.train_batch_size={global_sampler.batch_size} must be divisible by the world size {world_size}"
-            )
-        self.global_sampler = global_sampler
-        self.per_rank = global_sampler.batch_size // world_size
-        self.rank = rank
-
-    def __len__(self) -> int:
-        return len(self.global_sampler)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.global_sampler:
-            yield batch[self.rank * self.per_rank : (self.rank + 1) * self.per_rank]
-
-
 def create_train_stream(
-    dataset: Dataset, train_batch_size: int, shuffle: bool, seed: int, total_epochs: int, rank: int, world_size: int
-) -> ResumableBatchStream:
-    """Resumable stream of this rank's share (``train_batch_size / world_size`` examples) of each global batch."""
+    dataset: Dataset, train_batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int
+) -> StatefulDataLoader:
+    """Resumable loader of this rank's share (``train_batch_size / world_size`` examples) of each global batch;
+    iterate ``loader.iter_epochs(total_epochs)``."""
     if len(dataset) < train_batch_size:
         raise ValueError(
             f"the training set has {len(dataset)} examples, fewer than one batch "
             f"(data.train_batch_size={train_batch_size}); lower the batch size or add data"
         )
-    global_sampler = EpochBatchSampler(len(dataset), train_batch_size, shuffle=shuffle, seed=seed)
-    loader = DataLoader(dataset, batch_sampler=RankSliceBatchSampler(global_sampler, rank, world_size))
-    return ResumableBatchStream(loader, global_sampler, total_epochs=total_epochs)
+    sampler = StatefulSampler(
+        len(dataset), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, global_batch_size=train_batch_size
+    )
+    return StatefulDataLoader(dataset, batch_size=train_batch_size // world_size, sampler=sampler, drop_last=True)
 
 
 def create_val_loader(dataset: Dataset | None, micro_batch_size: int, rank: int, world_size: int) -> DataLoader | None:

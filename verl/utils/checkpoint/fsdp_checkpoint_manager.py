@@ -28,13 +28,13 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from verl.utils.checkpoint.atomic_dir import atomic_checkpoint_dir
+from verl.workers.config.roles import CheckpointConfig
 from verl.workers.engine.fsdp.weights import is_peft_model, iter_full_state_dict, lora_scaling
 
 MODEL_OPTIM_DIR = "model_optim"
 HF_DIR = "huggingface"
 META_FILE = "fsdp_config.json"
 KNOWN_CONTENTS = ("model", "optimizer", "extra", "hf_model")
-DEFAULT_CONTENTS = ("model", "optimizer", "extra")
 STEP_DIR = re.compile(r"global_step_(\d+)")
 
 
@@ -93,14 +93,14 @@ class FSDPCheckpointManager:
         optimizer: torch.optim.Optimizer | None = None,
         lr_scheduler=None,
         processing_class=None,
-        checkpoint_config=None,
+        checkpoint_config: CheckpointConfig | None = None,
         role: str = "actor",
     ):
         self.model = model
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.processing_class = processing_class
-        self.checkpoint_config = checkpoint_config
+        self.checkpoint_config = checkpoint_config or CheckpointConfig()
         self.role = role
         self.previous_saved_paths: list[str] = []
 
@@ -108,10 +108,10 @@ class FSDPCheckpointManager:
     def _contents(self, which: str) -> set[str]:
         """``checkpoint.save_contents`` / ``load_contents`` (verl's keys: model, optimizer, extra, hf_model)."""
         config = self.checkpoint_config
-        contents = getattr(config, which, None) if config is not None else None
+        contents = getattr(config, which)
         if contents is None and which == "load_contents":
-            contents = getattr(config, "save_contents", None) if config is not None else None
-        contents = set(contents or DEFAULT_CONTENTS)
+            contents = config.save_contents
+        contents = set(contents)
         unknown = contents - set(KNOWN_CONTENTS)
         if unknown:
             raise ValueError(f"checkpoint.{which} has unknown entries {sorted(unknown)}; known: {list(KNOWN_CONTENTS)}")

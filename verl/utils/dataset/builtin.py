@@ -1,7 +1,8 @@
 """Sentinel data paths: ``builtin://<task>/<split>`` names a task generated into the cache on first use.
 
 ``builtin://arithmetic/train`` and ``builtin://arithmetic/test`` are the defaults of ``data.train_files``
-and ``data.val_files``; :func:`resolve_data_files` replaces them by parquet files under
+and ``data.val_files``; ``builtin://shapes/...`` is the visual counting task (:mod:`verl.utils.dataset.shapes`).
+:func:`resolve_data_files` replaces them by parquet files under
 ``<cache_dir>/data/<task>/``, written once through a temporary file that is renamed into place.
 """
 
@@ -30,7 +31,14 @@ def _arithmetic_split(split: str) -> list[dict[str, Any]]:
     return make_split(split)
 
 
+def _shapes_split(split: str) -> list[dict[str, Any]]:
+    from verl.utils.dataset.shapes import make_split
+
+    return make_split(split)
+
+
 register_builtin_task("arithmetic", "v3", _arithmetic_split)
+register_builtin_task("shapes", "v1", _shapes_split)
 
 
 def builtin_file(uri: str) -> str:

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
+from verl.trainer.config.data import DataConfig
+from verl.utils.config import as_typed_config
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.utils.dataset.sampler import StatefulSampler, create_rl_sampler
 
@@ -33,6 +36,11 @@ class StatefulDataLoader(DataLoader):
             yield batch
         self.epoch += 1
         self.batches_consumed = 0
+
+    def iter_epochs(self, total_epochs: int) -> Iterator[Any]:
+        """Batches from the saved position until ``total_epochs`` epochs are done."""
+        while self.epoch < total_epochs:
+            yield from self
 
     def state_dict(self) -> dict[str, int]:
         """``{epoch, batches_consumed, num_samples, batch_size, seed}``: where the next batch comes from."""
@@ -62,17 +70,17 @@ class StatefulDataLoader(DataLoader):
 
 def create_rl_dataset(
     data_paths: str | list[str],
-    data_config: Any,
+    data_config: DataConfig | DictConfig | dict,
     tokenizer,
     processor=None,
     is_train: bool = True,
     max_samples: int = -1,
 ) -> RLHFDataset:
     """``RLHFDataset`` or the class named by ``data.custom_cls.{path,name}`` (which must subclass torch Dataset)."""
-    custom = getattr(data_config, "custom_cls", None)
+    data_config = as_typed_config(data_config, DataConfig, "data")
     dataset_cls = RLHFDataset
-    if custom is not None and getattr(custom, "path", None):
-        dataset_cls = _load_dataset_class(custom.path, custom.name)
+    if data_config.custom_cls.path:
+        dataset_cls = _load_dataset_class(data_config.custom_cls.path, data_config.custom_cls.name)
     return dataset_cls(
         data_files=data_paths, tokenizer=tokenizer, config=data_config, processor=processor, max_samples=max_samples
     )
@@ -94,17 +102,21 @@ def _load_dataset_class(path: str, name: str) -> type:
     return dataset_cls
 
 
-def create_rl_dataloader(dataset, data_config: Any, batch_size: int, is_train: bool = True) -> StatefulDataLoader:
-    """Training: shuffled by ``data.seed``, incomplete last batch dropped; validation: in order, all kept."""
+def create_rl_dataloader(
+    dataset, data_config: DataConfig | DictConfig | dict, batch_size: int, is_train: bool = True
+) -> StatefulDataLoader:
+    """Training: shuffled by ``data.seed``, incomplete last batch dropped; validation: in order (shuffled with
+    ``data.validation_shuffle``), all kept."""
+    data_config = as_typed_config(data_config, DataConfig, "data")
     if is_train:
         sampler = create_rl_sampler(data_config, dataset)
     else:
-        sampler = StatefulSampler(len(dataset), shuffle=bool(getattr(data_config, "validation_shuffle", False)))
+        sampler = StatefulSampler(len(dataset), shuffle=data_config.validation_shuffle, seed=data_config.seed)
     return StatefulDataLoader(
         dataset,
         batch_size=batch_size,
         sampler=sampler,
-        num_workers=int(getattr(data_config, "dataloader_num_workers", 0) or 0),
+        num_workers=data_config.dataloader_num_workers,
         collate_fn=collate_fn,
         drop_last=is_train,
     )

@@ -13,21 +13,29 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
-from verl.utils.dataset.sft_dataset import as_file_list, fit_to_length, option, prepare_tokenizer, read_all_rows
+from verl.trainer.config.sft import SFTDataConfig
+from verl.utils.dataset.sft_dataset import (
+    as_file_list,
+    fit_to_length,
+    prepare_tokenizer,
+    read_all_rows,
+    sft_data_config,
+)
 
 
 class MultiTurnSFTDataset(Dataset):
     """Conversations of parquet files; constructed as ``MultiTurnSFTDataset(parquet_files, tokenizer, config)``."""
 
-    def __init__(self, parquet_files: Any, tokenizer, config: Any, max_samples: int = -1):
+    def __init__(self, parquet_files: Any, tokenizer, config: SFTDataConfig | DictConfig | dict, max_samples: int = -1):
+        config = sft_data_config(config)
         self.tokenizer = prepare_tokenizer(tokenizer, config)
-        multiturn = option(config, "multiturn", {})
-        self.messages_key = option(multiturn, "messages_key", "messages")
-        self.max_length = int(option(config, "max_length", 1024))
-        self.truncation = option(config, "truncation", "error")
-        self.chat_template_kwargs = dict(option(config, "apply_chat_template_kwargs", {}) or {})
+        self.messages_key = config.multiturn.messages_key
+        self.max_length = config.max_length
+        self.truncation = config.truncation
+        self.chat_template_kwargs = dict(config.apply_chat_template_kwargs)
         self.rows = read_all_rows(parquet_files, max_samples)
         for index, row in enumerate(self.rows):
             self._check_messages(row, index, as_file_list(parquet_files))

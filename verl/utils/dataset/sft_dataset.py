@@ -14,8 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
+from verl.trainer.config.sft import SFTDataConfig
+from verl.utils.config import as_typed_config
 from verl.utils.dataset.row_reading import read_rows
 
 
@@ -38,12 +41,6 @@ def read_all_rows(files: Any, max_samples: int = -1) -> list[dict[str, Any]]:
     if max_samples is not None and max_samples > 0:
         rows = rows[:max_samples]
     return rows
-
-
-def option(config: Any, key: str, default: Any = None) -> Any:
-    """``config.key`` of a dataclass, DictConfig or dict; ``default`` when absent or None."""
-    value = config.get(key, None) if isinstance(config, dict) else getattr(config, key, None)
-    return default if value is None else value
 
 
 def fit_to_length(
@@ -74,11 +71,15 @@ def fit_to_length(
     }
 
 
-def prepare_tokenizer(tokenizer, config: Any):
+def sft_data_config(config: SFTDataConfig | DictConfig | dict) -> SFTDataConfig:
+    """The ``data`` section as an :class:`SFTDataConfig` (a DictConfig/dict of its keys takes the other defaults)."""
+    return as_typed_config(config, SFTDataConfig, "data")
+
+
+def prepare_tokenizer(tokenizer, config: SFTDataConfig):
     """Apply ``data.chat_template`` and make sure a pad token exists (pad with EOS otherwise)."""
-    chat_template = option(config, "chat_template")
-    if chat_template:
-        tokenizer.chat_template = chat_template
+    if config.chat_template:
+        tokenizer.chat_template = config.chat_template
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has neither a pad nor an EOS token; SFT needs one to pad examples")
@@ -107,15 +108,16 @@ class SFTDataset(Dataset):
     ``data.*`` keys. Examples are tokenized lazily in ``__getitem__``.
     """
 
-    def __init__(self, parquet_files: Any, tokenizer, config: Any, max_samples: int = -1):
+    def __init__(self, parquet_files: Any, tokenizer, config: SFTDataConfig | DictConfig | dict, max_samples: int = -1):
+        config = sft_data_config(config)
         self.tokenizer = prepare_tokenizer(tokenizer, config)
-        self.prompt_key = option(config, "prompt_key", "question")
-        self.response_key = option(config, "response_key", "answer")
-        self.prompt_dict_keys = option(config, "prompt_dict_keys")
-        self.response_dict_keys = option(config, "response_dict_keys")
-        self.max_length = int(option(config, "max_length", 1024))
-        self.truncation = option(config, "truncation", "error")
-        self.chat_template_kwargs = dict(option(config, "apply_chat_template_kwargs", {}) or {})
+        self.prompt_key = config.prompt_key
+        self.response_key = config.response_key
+        self.prompt_dict_keys = config.prompt_dict_keys
+        self.response_dict_keys = config.response_dict_keys
+        self.max_length = config.max_length
+        self.truncation = config.truncation
+        self.chat_template_kwargs = dict(config.apply_chat_template_kwargs)
         self.rows = read_all_rows(parquet_files, max_samples)
         for index, row in enumerate(self.rows[:1]):
             for key in (self.prompt_key, self.response_key):

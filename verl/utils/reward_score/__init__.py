@@ -51,7 +51,7 @@ def default_compute_score(
 
 
 def _register_builtin_scorers() -> None:
-    from verl.utils.reward_score import arithmetic, gsm8k, math, math_dapo
+    from verl.utils.reward_score import arithmetic, geo3k, gsm8k, math, math_dapo, multiple_choice
 
     register_scorer("openai/gsm8k")(gsm8k.compute_score)
     register_scorer("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math_lighteval")(
@@ -59,7 +59,9 @@ def _register_builtin_scorers() -> None:
     )
     register_scorer("math_dapo", "math", "math_dapo_reasoning")(math_dapo.compute_score)
     register_scorer("aime", prefix=True)(math_dapo.compute_score)
-    register_scorer("arithmetic")(arithmetic.compute_score)
+    register_scorer("arithmetic", "shapes_count")(arithmetic.compute_score)
+    register_scorer("hiyouga/geometry3k", "geo3k")(geo3k.compute_score)
+    register_scorer("multiple_choice")(multiple_choice.compute_score)
 
 
 _register_builtin_scorers()

@@ -1,9 +1,12 @@
 """Data-parallel PPO actor over an FSDP2 module: log-probs and the clipped-surrogate policy update.
 
 The update is the same on 1 or N ranks and for any micro-batch split: every micro-batch loss is its share of
-the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over all ranks), the
-shares are summed by gradient accumulation, and the loss is multiplied by the data-parallel size because
-FSDP averages gradients over ranks.
+the mini-batch loss (aggregated with the mini-batch's global token / sequence counts over the data-parallel
+ranks), the shares are summed by gradient accumulation, and the loss is multiplied by the world size because
+FSDP averages gradients over all ranks. With Ulysses sequence parallelism (``ulysses``) a group of ranks shares
+each micro-batch, each running a slice of its tokens: counts and metrics are summed over the data-parallel group
+only, and token budgets (``*_max_token_len_per_gpu``) are multiplied by the group size (verl's convention: the
+budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
 
@@ -24,12 +27,27 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
+from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
-from verl.workers.engine.micro_batches import all_reduce_sum, dp_world_size, global_counts, plan_micro_batches
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.engine.micro_batches import (
+    all_reduce_sum,
+    dp_world_size,
+    global_counts,
+    plan_micro_batches,
+    token_budget,
+)
+from verl.workers.engine.multimodal_inputs import micro_batch_multi_modal_inputs, with_row_index
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
+MULTI_MODAL_KEY = "multi_modal_inputs"
+
+
+def _tensor_batch(data: DataProto):
+    """The tensor batch, with row indices when samples carry ``multi_modal_inputs`` (to find them per micro-batch)."""
+    return with_row_index(data.batch) if MULTI_MODAL_KEY in data.non_tensor_batch else data.batch
 
 
 def _scalar(value) -> float:
@@ -38,14 +56,17 @@ def _scalar(value) -> float:
 
 class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
-    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does)."""
+    multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
+    policy passes its ``RefConfig`` and only computes log-probs. ``ulysses`` is the engine's ``(dp, sp)`` mesh
+    (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism."""
 
     def __init__(
         self,
-        config,
+        config: ActorConfig | RefConfig,
         actor_module: nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
+        ulysses: UlyssesMesh | None = None,
         use_fused_kernels: bool = False,
         use_torch_compile: bool = False,
     ):
@@ -53,14 +74,20 @@ class DataParallelPPOActor(BasePPOActor):
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = use_remove_padding
+        self.ulysses = ulysses if ulysses is not None and ulysses.enabled else None
+        self.sp_size = self.ulysses.sp_size if self.ulysses is not None else 1
+        self.dp_group = self.ulysses.dp_group if self.ulysses is not None else None  # None: every rank
+        if self.ulysses is not None and not use_remove_padding:
+            raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
         self.use_fused_kernels = use_fused_kernels
         self.use_torch_compile = use_torch_compile
         if use_fused_kernels:
             check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool):
-        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict."""
+    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
+        """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``multi_modal_rows`` is
+        the batch's ``multi_modal_inputs`` column (None for text)."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -70,6 +97,10 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            multi_modal_inputs=micro_batch_multi_modal_inputs(
+                multi_modal_rows, micro_batch, micro_batch["input_ids"].device
+            ),
+            ulysses=self.ulysses,
             use_fused_kernels=self.use_fused_kernels,
             compiled=self.use_torch_compile,
         )
@@ -86,17 +117,21 @@ class DataParallelPPOActor(BasePPOActor):
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
+        data = data.select(batch_keys=MODEL_INPUT_KEYS)
+        multi_modal_rows = data.non_tensor_batch.get(MULTI_MODAL_KEY)
         plan = plan_micro_batches(
-            data.select(batch_keys=MODEL_INPUT_KEYS).batch,
+            _tensor_batch(data),
             meta.get("micro_batch_size"),
             bool(meta.get("use_dynamic_bsz", False)),
-            meta.get("max_token_len"),
+            token_budget(meta.get("max_token_len"), self.sp_size),
         )
         log_probs, entropys = [], []
         with torch.no_grad():
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
-                log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, calculate_entropy)
+                log_prob, entropy = self._forward_micro_batch(
+                    micro_batch, temperature, calculate_entropy, multi_modal_rows
+                )
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:
                     entropys.append(entropy.cpu())
@@ -106,8 +141,8 @@ class DataParallelPPOActor(BasePPOActor):
 
     # ------------------------------------------------------------------ update
     def _mini_batches(self, data: DataProto, epoch: int) -> list[DataProto]:
-        if getattr(self.config, "shuffle", False):
-            generator = torch.Generator().manual_seed(int(getattr(self.config, "data_loader_seed", 0) or 0) + epoch)
+        if self.config.shuffle:
+            generator = torch.Generator().manual_seed(self.config.data_loader_seed + epoch)
             data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
         mini_batch_size = int(self.config.ppo_mini_batch_size)
         if mini_batch_size <= 0 or len(data) % mini_batch_size:
@@ -117,16 +152,16 @@ class DataParallelPPOActor(BasePPOActor):
             )
         return data.split(mini_batch_size)
 
-    def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float]):
+    def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
         """The micro-batch's share of the mini-batch loss, and its metrics. Without ``old_log_probs`` (on-policy)
         they are this forward's own log-probs, detached, and the entropy is measured for ``actor/entropy``."""
         config = self.config
         loss_agg_mode = config.loss_agg_mode
         num_tokens, num_seqs = counts
-        entropy_coeff = float(getattr(config, "entropy_coeff", 0.0) or 0.0)
+        entropy_coeff = config.entropy_coeff
         on_policy = "old_log_probs" not in micro_batch.keys()
         log_prob, entropy = self._forward_micro_batch(
-            micro_batch, temperature, calculate_entropy=entropy_coeff != 0 or on_policy
+            micro_batch, temperature, entropy_coeff != 0 or on_policy, multi_modal_rows
         )
         response_mask = micro_batch["response_mask"].to(log_prob.dtype)
         policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
@@ -151,7 +186,7 @@ class DataParallelPPOActor(BasePPOActor):
             if entropy_coeff != 0:
                 loss = loss - entropy_coeff * entropy_loss
             metrics["actor/entropy"] = _scalar(entropy_loss)
-        if getattr(config, "use_kl_loss", False):
+        if config.use_kl_loss:
             kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
             kl_loss = agg_loss(kld, response_mask, **agg)
             loss = loss + config.kl_loss_coef * kl_loss
@@ -183,35 +218,39 @@ class DataParallelPPOActor(BasePPOActor):
             select_keys.append("old_log_probs")
         else:
             self._require_on_policy(data)
-        if getattr(config, "use_kl_loss", False):
+        if config.use_kl_loss:
             select_keys.append("ref_log_prob")
         if "rollout_is_weights" in data.batch.keys():
             select_keys.append("rollout_is_weights")
-        data = data.select(batch_keys=select_keys)
+        data = data.select(
+            batch_keys=select_keys,
+            non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
+        )
         summed = {"actor/pg_loss", "actor/entropy", "actor/kl_loss"}
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"])
+                counts = global_counts(mini_batch.batch["response_mask"], self.dp_group)
+                multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
-                    mini_batch.batch,
-                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
-                    bool(getattr(config, "use_dynamic_bsz", False)),
-                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                    _tensor_batch(mini_batch),
+                    config.ppo_micro_batch_size_per_gpu,
+                    config.use_dynamic_bsz,
+                    token_budget(config.ppo_max_token_len_per_gpu, self.sp_size),
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
                 for micro_batch in plan.micro_batches:
                     micro_batch = micro_batch.to(current_device())
-                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts)
+                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts, multi_modal_rows)
                     (loss * world).backward()
                     for name, value in micro_metrics.items():
                         step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
                 for name, values in step_metrics.items():
                     if name in summed:
-                        metrics[name].append(all_reduce_sum(sum(values)))
+                        metrics[name].append(all_reduce_sum(sum(values), self.dp_group))
                     else:
                         metrics[name].append(sum(values) / len(values))
                 metrics["actor/grad_norm"].append(grad_norm)

@@ -20,7 +20,7 @@ from verl.workers.actor.role_utils import (
     phase_mfu,
     with_fields,
 )
-from verl.workers.engine.fsdp.engine import FSDPEngine
+from verl.workers.engine.registry import get_engine_cls
 
 
 def log_prob_meta(config, temperature: float) -> dict:
@@ -37,12 +37,14 @@ class ActorRole:
     """The trained policy: FSDP engine + ``DataParallelPPOActor`` + checkpoints + MFU accounting."""
 
     def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
-        self.engine = FSDPEngine(
+        self.engine = get_engine_cls(actor_config.strategy)(
             model_config,
             actor_config.fsdp_config,
             actor_config.optim,
             role="actor",
-            use_torch_compile=bool(getattr(actor_config, "use_torch_compile", False)),
+            use_torch_compile=actor_config.use_torch_compile,
+            freeze_vision_tower=actor_config.freeze_vision_tower,
+            ulysses_sequence_parallel_size=actor_config.ulysses_sequence_parallel_size,
         ).initialize()
         mini = per_rank_mini_batch_size(actor_config, rollout_n, self.engine.dp_size, "actor_rollout_ref.actor")
         self.config = with_fields(actor_config, ppo_mini_batch_size=mini)
@@ -51,8 +53,9 @@ class ActorRole:
             self.engine.forward_module,
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
             use_fused_kernels=bool(model_config.use_fused_kernels),
-            use_torch_compile=self.engine.settings.use_torch_compile,
+            use_torch_compile=self.engine.use_torch_compile,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, tokenizer, actor_config.checkpoint
@@ -70,7 +73,7 @@ class ActorRole:
         data.meta_info.update(meta)
         start = time.perf_counter()
         out = self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine.dp_size, backward=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
         self.last_metrics = {} if mfu is None else {"perf/mfu/actor_infer": mfu}
         return out
 
@@ -83,7 +86,7 @@ class ActorRole:
         elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
         epochs = int(self.config.ppo_epochs)
-        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine.dp_size, backward=True, passes=epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
         if mfu is not None:
             metrics["perf/mfu/actor"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
@@ -103,12 +106,13 @@ class ReferenceRole:
     """The frozen reference policy: its own FSDP engine (no optimizer) and log-prob computation."""
 
     def __init__(self, model_config, ref_config):
-        self.engine = FSDPEngine(
+        self.engine = get_engine_cls(ref_config.strategy)(
             with_fields(model_config, lora_rank=0),
             ref_config.fsdp_config,
             None,
             role="ref",
-            use_torch_compile=bool(getattr(ref_config, "use_torch_compile", False)),
+            use_torch_compile=ref_config.use_torch_compile,
+            ulysses_sequence_parallel_size=ref_config.ulysses_sequence_parallel_size,
         ).initialize()
         self.config = ref_config
         self.actor = DataParallelPPOActor(
@@ -116,8 +120,9 @@ class ReferenceRole:
             self.engine.forward_module,
             None,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
             use_fused_kernels=bool(model_config.use_fused_kernels),
-            use_torch_compile=self.engine.settings.use_torch_compile,
+            use_torch_compile=self.engine.use_torch_compile,
         )
         self.flops_counter = make_flops_counter(self.engine.hf_config())
         self.last_metrics: dict = {}
@@ -127,7 +132,7 @@ class ReferenceRole:
         data.meta_info.update(meta)
         start = time.perf_counter()
         log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine.dp_size, backward=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
         self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
         return log_probs
 
@@ -149,6 +154,6 @@ class LoraReferenceRole:
         with disable() if disable is not None else nullcontext():
             log_probs, _ = self.actor_role.actor.compute_log_prob(data, calculate_entropy=False)
         role = self.actor_role
-        mfu = phase_mfu(role.flops_counter, data, time.perf_counter() - start, role.engine.dp_size, backward=False)
+        mfu = phase_mfu(role.flops_counter, data, time.perf_counter() - start, role.engine, backward=False)
         self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
         return log_probs

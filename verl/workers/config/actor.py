@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl.workers.config.base import BaseConfig, bounded_field
+from verl.workers.config.base import BaseConfig, bounded_field, registry_field
 from verl.workers.config.roles import CheckpointConfig, ForwardConfig, PPOUpdateConfig
 
 __all__ = ["ActorConfig", "CheckpointConfig", "FSDPActorConfig", "PolicyLossConfig", "KL_LOSS_TYPES"]
@@ -17,7 +17,7 @@ KL_LOSS_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 class PolicyLossConfig(BaseConfig):
     """Which policy loss is used and its loss-specific coefficients."""
 
-    loss_mode: str = "vanilla"
+    loss_mode: str = registry_field("vanilla", "verl.trainer.ppo.algos.registry:POLICY_LOSS_REGISTRY")
     """Registered policy loss (``core_algos.get_policy_loss_fn``), e.g. ``vanilla``, ``gspo``, ``clip_cov``."""
 
     clip_cov_ratio: float = bounded_field(0.0002, ge=0.0, le=1.0)
@@ -43,11 +43,12 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
     clip_ratio: float = bounded_field(0.2, ge=0.0)
     """PPO clip range epsilon, used for both sides unless ``clip_ratio_low/high`` are set."""
 
-    clip_ratio_low: float = bounded_field(0.2, ge=0.0)
-    """Lower clip range: the ratio is clipped at ``1 - clip_ratio_low``."""
+    clip_ratio_low: float | None = bounded_field(0.2, ge=0.0)
+    """Lower clip range: the ratio is clipped at ``1 - clip_ratio_low``; null uses ``clip_ratio``."""
 
-    clip_ratio_high: float = bounded_field(0.2, ge=0.0)
-    """Upper clip range: the ratio is clipped at ``1 + clip_ratio_high`` (DAPO's clip-higher)."""
+    clip_ratio_high: float | None = bounded_field(0.2, ge=0.0)
+    """Upper clip range: the ratio is clipped at ``1 + clip_ratio_high`` (DAPO's clip-higher); null uses
+    ``clip_ratio``."""
 
     clip_ratio_c: float = bounded_field(3.0, gt=1.0)
     """Dual-clip PPO bound for negative advantages (arXiv:1912.09729)."""
@@ -77,6 +78,9 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
     """On an on-policy step (``ppo_epochs=1``, ``ppo_mini_batch_size`` equal to ``data.train_batch_size``, no
     in-reward KL or rollout correction), take ``old_log_probs`` from the update's own forward pass (detached)
     instead of a separate log-prob pass: the same values, one forward pass less. False always runs the pass."""
+
+    freeze_vision_tower: bool = False
+    """Vision-language models: keep the vision encoder's weights fixed (only the language model trains)."""
 
 
 @dataclass

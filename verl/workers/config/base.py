@@ -56,6 +56,22 @@ def choice_field(default: Any, choices: tuple[Any, ...]) -> Any:
     return field(default=default, metadata={"choices": tuple(choices)})
 
 
+def registry_field(default: Any, registry: str) -> Any:
+    """A field naming an entry of a :class:`verl.utils.registry.Registry` (``"module:ATTRIBUTE"``, imported lazily);
+    validation checks the value (each item of a list) against the registry, so the allowed set is whatever is
+    registered, built in or by user code."""
+    kwargs = {"default_factory": default} if callable(default) else {"default": default}
+    return field(metadata={"registry": registry}, **kwargs)
+
+
+def resolve_registry(spec: str) -> Any:
+    """The registry object named by a ``registry_field``'s ``"module:ATTRIBUTE"``."""
+    import importlib
+
+    module, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 def bounded_field(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> Any:
     """A numeric field with inclusive lower ``ge``, exclusive lower ``gt`` and inclusive upper ``le`` bounds.
 

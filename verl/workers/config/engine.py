@@ -12,6 +12,25 @@ DTYPE_NAMES = ("fp32", "bf16", "fp16", "float32", "bfloat16", "float16")
 
 
 @dataclass
+class MixedPrecisionConfig(BaseConfig):
+    """Compute and gradient-reduction dtypes of FSDP2's ``MixedPrecisionPolicy`` (applied on GPU; on CPU only
+    with ``on_cpu``, else the CPU runs in ``model_dtype``)."""
+
+    param_dtype: str = choice_field("bf16", DTYPE_NAMES)
+    """Dtype parameters are all-gathered in for the forward and backward passes."""
+
+    reduce_dtype: str = choice_field("fp32", DTYPE_NAMES)
+    """Dtype gradients are reduce-scattered in."""
+
+    buffer_dtype: str = choice_field("fp32", DTYPE_NAMES)
+    """Dtype of the model's floating-point buffers (e.g. rotary frequencies)."""
+
+    on_cpu: bool = False
+    """Apply the policy on CPU too; worth it where the CPU multiplies bf16 natively (``lscpu`` flags avx512_bf16,
+    amx_bf16), slower elsewhere."""
+
+
+@dataclass
 class FSDPEngineConfig(BaseConfig):
     """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
 
@@ -39,5 +58,5 @@ class FSDPEngineConfig(BaseConfig):
     model_dtype: str = choice_field("fp32", DTYPE_NAMES)
     """Dtype the parameters are loaded and kept in."""
 
-    mixed_precision: dict[str, str] | None = None
-    """Compute dtypes ``{param_dtype, reduce_dtype, buffer_dtype}``; null keeps ``model_dtype`` throughout."""
+    mixed_precision: MixedPrecisionConfig | None = field(default_factory=MixedPrecisionConfig)
+    """Mixed-precision dtypes on GPU; null computes in ``model_dtype`` throughout."""

@@ -33,14 +33,11 @@ class FusedKernelOptions(BaseConfig):
 
 
 @dataclass
-class HFModelConfig(BaseConfig):
-    """A Hugging Face causal language model and the options used when loading it."""
+class ModelSourceConfig(BaseConfig):
+    """Which Hugging Face model to load and how to run it (shared by the policy, critic and reward models)."""
 
     path: str = DEFAULT_MODEL_PATH
     """Hugging Face model folder or hub id; ``default`` means the embedded SmolLM2-135M-Instruct."""
-
-    tokenizer_path: str | None = None
-    """Tokenizer folder when it differs from ``path``; null uses the model's own tokenizer."""
 
     external_lib: str | None = None
     """Python module imported before loading, for models that register custom Hugging Face classes."""
@@ -51,6 +48,32 @@ class HFModelConfig(BaseConfig):
     trust_remote_code: bool = False
     """Allow code shipped with the model (``trust_remote_code`` of transformers)."""
 
+    use_remove_padding: bool = False
+    """Run the model on packed (unpadded) tokens instead of the padded batch."""
+
+    use_shm: bool = False
+    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
+
+    use_fused_kernels: bool = False
+    """Compute log-probs and entropy from the last hidden states in chunks (fused output layer), so the
+    ``(tokens, vocabulary)`` logits of a micro-batch never exist at once; one more output-layer matmul in backward."""
+
+    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
+    """Implementation of the fused log-prob/entropy head (``use_fused_kernels``)."""
+
+    @property
+    def local_path(self) -> str:
+        """Loadable local path of the model (the embedded default is converted on first access)."""
+        return resolve_model_path(self.path)
+
+
+@dataclass
+class HFModelConfig(ModelSourceConfig):
+    """A Hugging Face causal language model and the options used when loading it."""
+
+    tokenizer_path: str | None = None
+    """Tokenizer folder when it differs from ``path``; null uses the model's own tokenizer."""
+
     custom_chat_template: str | None = None
     """Jinja chat template that replaces the tokenizer's own; null keeps the tokenizer's template."""
 
@@ -60,9 +83,6 @@ class HFModelConfig(BaseConfig):
     enable_activation_offload: bool = False
     """Keep the activations saved for the backward pass in pinned host memory instead of GPU memory, copied back
     when the backward pass needs them (training roles only; on a CPU-only machine they are already there)."""
-
-    use_remove_padding: bool = False
-    """Run the model on packed (unpadded) tokens instead of the padded batch."""
 
     lora_rank: int = 0
     """LoRA rank; 0 trains all weights, a positive value trains LoRA adapters only."""
@@ -76,24 +96,9 @@ class HFModelConfig(BaseConfig):
     exclude_modules: str | None = None
     """Regular expression of module names that never get LoRA adapters."""
 
-    use_shm: bool = False
-    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
-
     use_liger: bool = False
     """Liger kernels (Triton) for the model's RMSNorm, rotary embedding and SwiGLU MLP; needs a CUDA GPU and the
     ``liger-kernel`` package (``pip install -e .[gpu]``)."""
-
-    use_fused_kernels: bool = False
-    """Compute log-probs and entropy from the last hidden states in chunks (fused output layer), so the
-    ``(tokens, vocabulary)`` logits of a micro-batch never exist at once; one more output-layer matmul in backward."""
-
-    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
-    """Implementation of the fused log-prob/entropy head (``use_fused_kernels``)."""
-
-    @property
-    def local_path(self) -> str:
-        """Loadable local path of the model (the embedded default is converted on first access)."""
-        return resolve_model_path(self.path)
 
     @property
     def local_tokenizer_path(self) -> str:

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.engine import FSDPEngineConfig
 from verl.workers.config.optimizer import OptimConfig
-
-STRATEGIES = ("fsdp", "fsdp2")
-"""Training-engine strategies; both names select the FSDP2 engine."""
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 """Ways of reducing a (batch, response_len) loss matrix to a scalar (see ``core_algos.agg_loss``)."""
@@ -38,11 +35,14 @@ class CheckpointConfig(BaseConfig):
 class EngineRoleConfig(BaseConfig):
     """Fields of every role that runs a model in the training engine."""
 
-    strategy: str = choice_field("fsdp", STRATEGIES)
-    """Training-engine strategy; ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
+    strategy: str = registry_field("fsdp", "verl.workers.engine.registry:ENGINE_REGISTRY")
+    """Registered training engine (``verl.workers.engine.registry``); ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+    ulysses_sequence_parallel_size: int = bounded_field(1, gt=0)
+    """Ulysses sequence-parallel degree: each packed micro-batch is split over this many ranks along the sequence
+    (all-to-all around attention). Must divide the world size and the model's attention heads, and divide its KV
+    heads or be a multiple of them; needs ``use_remove_padding``. Token budgets (``*_max_token_len_per_gpu``)
+    are per GPU, so a micro-batch holds up to budget * this many tokens."""
 
 
 @dataclass

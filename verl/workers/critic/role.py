@@ -14,23 +14,27 @@ from verl.workers.actor.role_utils import (
     with_fields,
 )
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
-from verl.workers.engine.fsdp.engine import FSDPEngine
+from verl.workers.engine.registry import get_engine_cls
 
 
 class CriticRole:
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
-        self.engine = FSDPEngine(
-            model_config, model_config.fsdp_config, critic_config.optim, role="critic"
+        self.engine = get_engine_cls(critic_config.strategy)(
+            model_config,
+            model_config.fsdp_config,
+            critic_config.optim,
+            role="critic",
+            ulysses_sequence_parallel_size=critic_config.ulysses_sequence_parallel_size,
         ).initialize()
-        rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
-        mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
+        mini = per_rank_mini_batch_size(critic_config, critic_config.rollout_n, self.engine.dp_size, "critic")
         self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
         self.critic = DataParallelPPOCritic(
             self.config,
             self.engine.forward_module,
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module,
@@ -58,7 +62,7 @@ class CriticRole:
         data.meta_info.update(self.forward_meta())
         start = time.perf_counter()
         values = self.critic.compute_values(data)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine.dp_size, backward=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
         self.last_metrics = {} if mfu is None else {"perf/mfu/critic_infer": mfu}
         return values
 
@@ -70,7 +74,7 @@ class CriticRole:
         elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
         epochs = int(self.config.ppo_epochs)
-        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine.dp_size, backward=True, passes=epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
         if mfu is not None:
             metrics["perf/mfu/critic"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()

@@ -1,19 +1,24 @@
-"""Rollout backends (``hf``, ``vllm``) behind one interface, chosen by ``actor_rollout_ref.rollout.name``."""
+"""Rollout backends (``hf``, ``vllm``, ``sglang``) behind one interface, picked by ``rollout.name``.
 
-from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.builder import build_rollout
-from verl.workers.rollout.registry import get_rollout_class, register_rollout
+Everything but the registry is imported on first use: config validation reads the registry without torch.
+"""
 
-__all__ = ["BaseRollout", "build_rollout", "get_rollout_class", "register_rollout", "HFRollout", "vLLMRollout"]
+from verl.workers.rollout.registry import ROLLOUT_REGISTRY, get_rollout_class, register_rollout
+
+_LAZY = {
+    "BaseRollout": "verl.workers.rollout.base",
+    "build_rollout": "verl.workers.rollout.builder",
+    "HFRollout": "verl.workers.rollout.hf_rollout",
+    "vLLMRollout": "verl.workers.rollout.vllm_rollout",  # importing vLLM takes seconds
+    "SGLangRollout": "verl.workers.rollout.sglang_rollout",  # SGLang itself is imported when one is built
+}
+
+__all__ = ["ROLLOUT_REGISTRY", "get_rollout_class", "register_rollout", *_LAZY]
 
 
 def __getattr__(name: str):
-    if name == "HFRollout":
-        from verl.workers.rollout.hf_rollout import HFRollout
+    if name in _LAZY:
+        import importlib
 
-        return HFRollout
-    if name == "vLLMRollout":  # lazy: importing vLLM takes seconds
-        from verl.workers.rollout.vllm_rollout import vLLMRollout
-
-        return vLLMRollout
-    raise AttributeError(name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from verl.models.transformers.qwen2_vl import padded_model_position_ids
 from verl.protocol import DataProto
+from verl.workers.engine.multimodal_inputs import collate_multi_modal_inputs
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.batch import assemble_output, check_prompts
 from verl.workers.rollout.registry import register_rollout
@@ -82,8 +85,7 @@ class HFRollout(BaseRollout):
         if actor_module is None:
             raise ValueError("rollout.name=hf generates with the actor's module: pass actor_module")
         self.module: nn.Module = actor_module
-        engine_kwargs = getattr(config, "engine_kwargs", None) or {}
-        hf_kwargs = dict(engine_kwargs.get("hf", None) or {})
+        hf_kwargs = dict(config.engine_kwargs.get("hf") or {})
         self.cache_implementation = hf_kwargs.pop("cache_implementation", "dynamic")
         self.micro_batch_size = hf_kwargs.pop("micro_batch_size", None)
         if self.cache_implementation not in CACHE_IMPLEMENTATIONS:
@@ -95,11 +97,10 @@ class HFRollout(BaseRollout):
             raise ValueError(f"unknown keys in rollout.engine_kwargs.hf: {sorted(hf_kwargs)}")
         self.sync_steps_across_ranks = _uses_fsdp(actor_module) and dist.is_initialized()
         hf_config = self._hf_config()
-        self.vocab_size = len(tokenizer) if tokenizer is not None else hf_config.vocab_size
-        self.vocab_size = min(self.vocab_size, hf_config.vocab_size)
-        self.max_model_len = getattr(config, "max_model_len", None) or getattr(
-            hf_config, "max_position_embeddings", None
-        )
+        text_config = hf_config.get_text_config()  # the language model's config (itself for text models)
+        self.vocab_size = len(tokenizer) if tokenizer is not None else text_config.vocab_size
+        self.vocab_size = min(self.vocab_size, text_config.vocab_size)
+        self.max_model_len = config.max_model_len or getattr(text_config, "max_position_embeddings", None)
 
     def _hf_config(self):
         module = self.module
@@ -120,12 +121,26 @@ class HFRollout(BaseRollout):
         device = _module_device(self.module)
         input_ids = prompts.batch["input_ids"].to(device).repeat_interleave(settings.n, dim=0)
         attention_mask = prompts.batch["attention_mask"].to(device).repeat_interleave(settings.n, dim=0)
+        position_ids = None
+        if "position_ids" in prompts.batch.keys() and prompts.batch["position_ids"].dim() == 3:  # M-RoPE
+            position_ids = prompts.batch["position_ids"].to(device).repeat_interleave(settings.n, dim=0)
+        media = prompts.non_tensor_batch.get("multi_modal_inputs")
+        media = np.repeat(media, settings.n) if media is not None else None
         rows = input_ids.shape[0]
         step = self.micro_batch_size or rows
-        parts = [
-            self.generate_tokens(input_ids[start : start + step], attention_mask[start : start + step], settings)
-            for start in range(0, rows, step)
-        ]
+        parts = []
+        for start in range(0, rows, step):
+            end = start + step
+            inputs = collate_multi_modal_inputs(media[start:end]) if media is not None else None
+            parts.append(
+                self.generate_tokens(
+                    input_ids[start:end],
+                    attention_mask[start:end],
+                    settings,
+                    position_ids=position_ids[start:end] if position_ids is not None else None,
+                    multi_modal_inputs={k: v.to(device) for k, v in inputs.items()} if inputs else None,
+                )
+            )
         responses, response_mask, log_probs = (torch.cat(tensors, dim=0) for tensors in zip(*parts))
         return assemble_output(prompts, settings.n, responses.cpu(), response_mask.cpu(), log_probs.cpu())
 
@@ -137,15 +152,16 @@ class HFRollout(BaseRollout):
             return StaticCache(config=hf_config, max_cache_len=max_len)
         return DynamicCache(config=hf_config)
 
-    def _forward(self, input_ids, attention_mask, position_ids, cache, cache_position) -> torch.Tensor:
+    def _forward(self, input_ids, attention_mask, position_ids, cache, cache_position, multi_modal_inputs=None):
         output = self.module(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            position_ids=position_ids,
+            position_ids=padded_model_position_ids(position_ids),
             past_key_values=cache,
             cache_position=cache_position,
             use_cache=True,
             logits_to_keep=1,
+            **(multi_modal_inputs or {}),
         )
         return output.logits[:, -1, :]
 
@@ -157,9 +173,18 @@ class HFRollout(BaseRollout):
 
     @torch.no_grad()
     def generate_tokens(
-        self, input_ids: torch.Tensor, prompt_mask: torch.Tensor, settings: SamplingSettings
+        self,
+        input_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        settings: SamplingSettings,
+        position_ids: torch.Tensor | None = None,
+        multi_modal_inputs: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Decode up to ``R`` tokens for left-padded ``input_ids (B, P)``.
+
+        Vision-language prompts pass their M-RoPE ``position_ids (B, 3, P)`` and the rows' concatenated
+        ``multi_modal_inputs`` (used by the prefill only); each decoded token continues at ``last + 1`` in all
+        three position rows, as the rollout's output ``position_ids`` record.
 
         Returns ``responses (B, R)`` right-padded with the pad id, ``response_mask (B, R)`` (1 up to and
         including the first EOS) and ``log_probs (B, R)`` (0 on padding). A row that finished keeps being fed
@@ -171,7 +196,9 @@ class HFRollout(BaseRollout):
         total_len = prompt_len + response_length
         full_mask = torch.zeros(batch_size, total_len, dtype=prompt_mask.dtype, device=device)
         full_mask[:, :prompt_len] = prompt_mask
-        positions = torch.clip(prompt_mask.long().cumsum(dim=-1) - 1, min=0)
+        if position_ids is None:
+            position_ids = torch.clip(prompt_mask.long().cumsum(dim=-1) - 1, min=0)
+        positions = position_ids
         eos_ids = torch.tensor(settings.eos_token_ids, device=device)
         stop_at_eos = not getattr(self.config, "ignore_eos", False)
 
@@ -180,9 +207,14 @@ class HFRollout(BaseRollout):
         done = torch.zeros(batch_size, dtype=torch.bool, device=device)
         cache = self._new_cache(batch_size, total_len)
         logits = self._forward(
-            input_ids, full_mask[:, :prompt_len], positions, cache, torch.arange(prompt_len, device=device)
+            input_ids,
+            full_mask[:, :prompt_len],
+            positions,
+            cache,
+            torch.arange(prompt_len, device=device),
+            multi_modal_inputs,
         )
-        next_position = positions[:, -1:] + 1
+        next_position = positions[..., -1:] + 1
         for step in range(response_length):
             tokens, token_log_probs = sample_next_token(logits, settings)
             alive = ~done

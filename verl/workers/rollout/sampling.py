@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from verl.workers.config.rollout import RolloutConfig
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -27,13 +29,6 @@ class SamplingSettings:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
-
-
-def _config_value(config: Any, key: str, default: Any = None) -> Any:
-    """``config.key`` for a dataclass or DictConfig; ``default`` only for optional keys."""
-    if isinstance(config, dict):
-        return config.get(key, default)
-    return getattr(config, key, default)
 
 
 def _as_id_tuple(value: Any) -> tuple[int, ...]:
@@ -67,7 +62,7 @@ def resolve_special_ids(meta_info: dict, tokenizer: Any, generation_eos: Any = N
 
 
 def resolve_sampling(
-    config: Any, meta_info: dict, eos_token_ids: tuple[int, ...], pad_token_id: int
+    config: RolloutConfig, meta_info: dict, eos_token_ids: tuple[int, ...], pad_token_id: int
 ) -> SamplingSettings:
     """Sampling settings for one batch; see the module docstring for the precedence."""
     response_length = int(meta_info.get("response_length", config.response_length))
@@ -76,18 +71,18 @@ def resolve_sampling(
     common = dict(response_length=response_length, eos_token_ids=eos_token_ids, pad_token_id=pad_token_id)
     greedy = dict(n=1, temperature=0.0, top_p=1.0, top_k=-1, **common)
 
-    do_sample = meta_info.get("do_sample", _config_value(config, "do_sample", True))
+    do_sample = meta_info.get("do_sample", config.do_sample)
     if not do_sample:
         return SamplingSettings(**greedy)
     if meta_info.get("validate", False):
         val = config.val_kwargs
-        if not _config_value(val, "do_sample", False):
+        if not val.do_sample:
             return SamplingSettings(**greedy)
         return SamplingSettings(
             n=1,
-            temperature=float(_config_value(val, "temperature", 0.0)),
-            top_p=float(_config_value(val, "top_p", 1.0)),
-            top_k=int(_config_value(val, "top_k", -1)),
+            temperature=float(val.temperature),
+            top_p=float(val.top_p),
+            top_k=int(val.top_k),
             **common,
         )
     settings = SamplingSettings(

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from verl.workers.config import ActorConfig, PolicyLossConfig
+
 
 def ragged_batch(seed: int, batch_size: int = 11, length: int = 7) -> SimpleNamespace:
     """Right-padded responses of random lengths (row 0 is empty, every other row has >= 1 token),
@@ -80,9 +82,9 @@ def aggregate(loss: np.ndarray, mask: np.ndarray, mode: str, num_tokens=None, nu
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
-def actor_config(**overrides) -> SimpleNamespace:
-    """An actor config read by attribute, as the losses read the typed ActorConfig."""
-    policy_loss = SimpleNamespace(
+def actor_config(**overrides) -> ActorConfig:
+    """The typed actor config the losses read, with every value the tests rely on written out."""
+    policy_loss = PolicyLossConfig(
         loss_mode="vanilla",
         clip_cov_ratio=0.0002,
         clip_cov_lb=1.0,
@@ -95,4 +97,4 @@ def actor_config(**overrides) -> SimpleNamespace:
             setattr(policy_loss, key, overrides.pop(key))
     fields = dict(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0, tau_pos=1.0, tau_neg=1.05)
     fields.update(overrides)
-    return SimpleNamespace(policy_loss=policy_loss, **fields)
+    return ActorConfig(policy_loss=policy_loss, **fields)

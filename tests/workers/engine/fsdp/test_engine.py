@@ -101,23 +101,22 @@ def test_engine_sharding_weights_and_steps():
 )
 def test_lr_schedule(kind, warmup, expected):
     from verl.workers.config import OptimConfig
-    from verl.workers.engine.fsdp.optim import OptimSettings, lr_lambda
+    from verl.workers.engine.fsdp.optim import lr_lambda
 
     config = OptimConfig(
         lr=1.0, lr_warmup_steps=warmup, total_training_steps=6, lr_scheduler_type=kind, min_lr_ratio=0.1
     )
-    multiplier = lr_lambda(OptimSettings.from_config(config))
+    multiplier = lr_lambda(config)
     assert [multiplier(t) for t in range(5)] == pytest.approx(expected)
 
 
 def test_warmup_ratio_and_bad_schedule():
     from verl.workers.config import OptimConfig
-    from verl.workers.engine.fsdp.optim import OptimSettings, lr_lambda
+    from verl.workers.engine.fsdp.optim import lr_lambda, num_warmup_steps
 
-    settings = OptimSettings.from_config(OptimConfig(lr_warmup_steps_ratio=0.25, total_training_steps=8))
-    assert settings.num_warmup_steps() == 2
+    assert num_warmup_steps(OptimConfig(lr_warmup_steps_ratio=0.25, total_training_steps=8)) == 2
     with pytest.raises(ValueError, match="lr_scheduler_type"):
-        lr_lambda(OptimSettings(lr_scheduler_type="linear"))
+        lr_lambda(OptimConfig(lr_scheduler_type="linear"))
 
 
 def test_pack_and_unpack_round_trip():

@@ -11,11 +11,12 @@ from tests.workers.engine.fsdp.distributed import rollout_batch
 
 
 def _layer_calls(enable_gradient_checkpointing: bool) -> tuple[int, int]:
+    from verl.workers.config import HFModelConfig
     from verl.workers.engine.fsdp.forward import forward_log_probs
-    from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
+    from verl.workers.engine.fsdp.model_builder import build_module
 
-    settings = ModelSettings(path=tiny_model_path("llama"), enable_gradient_checkpointing=enable_gradient_checkpointing)
-    module = build_module(settings, "actor", torch.float32)
+    config = HFModelConfig(path=tiny_model_path("llama"), enable_gradient_checkpointing=enable_gradient_checkpointing)
+    module = build_module(config, "actor", torch.float32)
     module.train()
     calls = []
     # a pre-hook: the recomputation stops (early) inside the MLP once every saved tensor is back, so a post-hook
@@ -38,8 +39,8 @@ def test_gradient_checkpointing_recomputes_each_layer_in_backward():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
 def test_liger_is_refused_without_cuda():
-    from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
+    from verl.workers.config import HFModelConfig
+    from verl.workers.engine.fsdp.model_builder import build_module
 
-    settings = ModelSettings(path=tiny_model_path("llama"), use_liger=True)
     with pytest.raises(RuntimeError, match="use_liger=True needs a CUDA GPU"):
-        build_module(settings, "actor", torch.float32)
+        build_module(HFModelConfig(path=tiny_model_path("llama"), use_liger=True), "actor", torch.float32)

@@ -10,34 +10,38 @@ from tests.workers.engine.fsdp.distributed import reference_log_probs, rollout_b
 
 
 def test_policy_follows_the_keys():
+    from verl.workers.config.engine import MixedPrecisionConfig
     from verl.workers.engine.fsdp.sharding import mixed_precision_policy
 
-    policy = mixed_precision_policy({"param_dtype": "bf16", "reduce_dtype": "fp32"}, "fp32")
+    policy = mixed_precision_policy(MixedPrecisionConfig(param_dtype="bf16", on_cpu=True), "fp32")
     assert policy.param_dtype == torch.bfloat16 and policy.reduce_dtype == torch.float32
-    assert mixed_precision_policy({"param_dtype": "fp32", "reduce_dtype": "fp32"}, "fp32") is None
-    if not torch.cuda.is_available():  # unset: no cast on CPU (verl's bf16/fp32 on GPU)
-        assert mixed_precision_policy(None, "fp32") is None
+    assert mixed_precision_policy(MixedPrecisionConfig(param_dtype="fp32", on_cpu=True), "fp32") is None
+    assert mixed_precision_policy(None, "fp32") is None
+    if not torch.cuda.is_available():  # the default config casts on GPU only
+        assert mixed_precision_policy(MixedPrecisionConfig(), "fp32") is None
 
 
 def test_buffers_follow_buffer_dtype():
     from torch import nn
 
+    from verl.workers.config.engine import MixedPrecisionConfig
     from verl.workers.engine.fsdp.sharding import cast_buffers
 
     module = nn.Module()
     module.register_buffer("freq", torch.ones(4, dtype=torch.bfloat16), persistent=False)
     module.register_buffer("index", torch.arange(4))
-    cast_buffers(module, {"buffer_dtype": "fp32"})
+    cast_buffers(module, MixedPrecisionConfig(buffer_dtype="fp32"))
     assert module.freq.dtype == torch.float32 and module.index.dtype == torch.int64
     assert "freq" not in module.state_dict()  # still a non-persistent buffer
 
 
 def _mixed_precision_rank(rank, world, path, batch):
     from verl.workers.config import FSDPEngineConfig, HFModelConfig, OptimConfig
+    from verl.workers.config.engine import MixedPrecisionConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
     from verl.workers.engine.fsdp.forward import forward_log_probs
 
-    engine_config = FSDPEngineConfig(mixed_precision={"param_dtype": "bf16", "reduce_dtype": "fp32"})
+    engine_config = FSDPEngineConfig(mixed_precision=MixedPrecisionConfig(param_dtype="bf16", on_cpu=True))
     engine = FSDPEngine(HFModelConfig(path=path), engine_config, OptimConfig(), role="actor").initialize()
     log_probs, _ = forward_log_probs(engine.module, batch["input_ids"], batch["attention_mask"], batch["position_ids"])
     (log_probs * batch["attention_mask"]).sum().backward()

@@ -1,7 +1,6 @@
 """The RL algorithms: advantage estimators, policy losses, KL, aggregation, rollout correction.
 
 One small module per idea; ``verl.trainer.ppo.core_algos`` re-exports the public surface under verl's names.
-Importing this package registers every built-in estimator and policy loss.
+The registries (:mod:`.registry`) import a built-in estimator or loss on its first lookup, so importing this
+package is cheap.
 """
-
-from . import advantage, policy_loss  # noqa: F401  (registration side effects)

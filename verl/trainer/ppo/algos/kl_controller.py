@@ -7,7 +7,11 @@ Adaptive control follows Ziegler et al., "Fine-Tuning Language Models from Human
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from omegaconf import DictConfig
+
+from verl.trainer.config.algorithm import KLControlConfig
+from verl.utils.config import as_typed_config
 
 
 class FixedKLController:
@@ -36,26 +40,25 @@ class AdaptiveKLController:
         self.value *= 1.0 + proportional_error * n_steps / self.horizon
 
 
-def _fixed(kl_ctrl_config: Any) -> FixedKLController:
-    return FixedKLController(kl_coef=getattr(kl_ctrl_config, "kl_coef", 0.001))
+def _fixed(kl_ctrl_config: KLControlConfig) -> FixedKLController:
+    return FixedKLController(kl_coef=kl_ctrl_config.kl_coef)
 
 
-def _adaptive(kl_ctrl_config: Any) -> AdaptiveKLController:
-    horizon = getattr(kl_ctrl_config, "horizon", 10000)
-    target_kl = getattr(kl_ctrl_config, "target_kl", 0.1)
-    return AdaptiveKLController(getattr(kl_ctrl_config, "kl_coef", 0.001), target_kl, horizon)
+def _adaptive(kl_ctrl_config: KLControlConfig) -> AdaptiveKLController:
+    return AdaptiveKLController(kl_ctrl_config.kl_coef, kl_ctrl_config.target_kl, kl_ctrl_config.horizon)
 
 
-KL_CONTROLLER_TYPES: dict[str, Callable[[Any], FixedKLController | AdaptiveKLController]] = {
+KL_CONTROLLER_TYPES: dict[str, Callable[[KLControlConfig], FixedKLController | AdaptiveKLController]] = {
     "fixed": _fixed,
     "adaptive": _adaptive,
 }
 
 
-def get_kl_controller(kl_ctrl_config: Any) -> FixedKLController | AdaptiveKLController:
-    """Build the controller named by ``kl_ctrl_config.type`` (``fixed`` | ``adaptive``) from
-    ``kl_coef`` (default 0.001), ``target_kl`` (0.1) and ``horizon`` (10000), verl's defaults."""
-    kind = getattr(kl_ctrl_config, "type", "fixed")
+def get_kl_controller(kl_ctrl_config: KLControlConfig | DictConfig | dict) -> FixedKLController | AdaptiveKLController:
+    """Build the controller named by ``kl_ctrl_config.type`` (``fixed`` | ``adaptive``) from ``kl_coef``,
+    ``target_kl`` and ``horizon`` (``algorithm.kl_ctrl``, defaults in :class:`KLControlConfig`)."""
+    kl_ctrl_config = as_typed_config(kl_ctrl_config, KLControlConfig, "algorithm.kl_ctrl")
+    kind = kl_ctrl_config.type
     if kind not in KL_CONTROLLER_TYPES:
         raise ValueError(f"Unknown algorithm.kl_ctrl.type {kind!r}; choose one of {sorted(KL_CONTROLLER_TYPES)}")
     return KL_CONTROLLER_TYPES[kind](kl_ctrl_config)

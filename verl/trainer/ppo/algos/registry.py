@@ -8,6 +8,9 @@ and never special-case one. Users add their own with the decorators::
 
     @register_policy_loss("my_loss")
     def my_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, ...): ...
+
+Built-in entries live in ``verl.trainer.ppo.algos.advantage`` / ``.policy_loss`` and are imported on first lookup
+(:class:`verl.utils.registry.Registry`), so config validation checks a name without importing torch.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 from typing import Any
+
+from verl.utils.registry import Registry
 
 
 class AdvantageEstimator(str, Enum):
@@ -37,66 +42,42 @@ class AdvantageEstimator(str, Enum):
     OPTIMAL_TOKEN_BASELINE = "optimal_token_baseline"
 
 
-ADV_ESTIMATOR_REGISTRY: dict[str, Callable[..., Any]] = {}
-POLICY_LOSS_REGISTRY: dict[str, Callable[..., Any]] = {}
+ADV_ESTIMATOR_REGISTRY: Registry[Callable[..., Any]] = Registry(
+    "advantage estimator", "algorithm.adv_estimator", package="verl.trainer.ppo.algos", decorator="register_adv_est"
+)
+POLICY_LOSS_REGISTRY: Registry[Callable[..., Any]] = Registry(
+    "policy loss",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    package="verl.trainer.ppo.algos",
+    decorator="register_policy_loss",
+)
 
 
-def _name_of(name_or_enum: str | Enum) -> str:
-    return name_or_enum.value if isinstance(name_or_enum, Enum) else str(name_or_enum)
-
-
-def _origin(fn: Callable[..., Any]) -> tuple[str, str]:
-    return fn.__module__, fn.__qualname__
-
-
-def _register(registry: dict[str, Callable[..., Any]], kind: str, name_or_enum: str | Enum):
-    name = _name_of(name_or_enum)
-
-    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-        existing = registry.get(name)
-        # Re-registering the same function (module reloaded) is harmless; a different one is a name clash.
-        if existing is not None and existing is not fn and _origin(existing) != _origin(fn):
-            raise ValueError(
-                f"{kind} {name!r} is already registered by {existing.__module__}.{existing.__qualname__}; "
-                f"choose another name for {fn.__module__}.{fn.__qualname__}"
-            )
-        registry[name] = fn
-        return fn
-
-    return decorator
-
-
-def _lookup(registry: dict[str, Callable[..., Any]], kind: str, name_or_enum: str | Enum) -> Callable[..., Any]:
-    name = _name_of(name_or_enum)
-    if name not in registry:
-        raise ValueError(f"Unknown {kind} {name!r}; registered: {sorted(registry)}")
-    return registry[name]
-
-
-def register_adv_est(name_or_enum: str | AdvantageEstimator) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register_adv_est(name_or_enum: str | AdvantageEstimator, **info: Any) -> Callable[[Callable[..., Any]], Callable]:
     """Decorator registering an advantage estimator under ``name_or_enum``.
 
     The estimator declares its inputs by its parameter names; :func:`compute_advantage` passes those it
     names (``token_level_rewards``, ``response_mask``, ``index``, ``values``, ``reward_baselines``,
     ``gamma``, ``lam``, ``norm_adv_by_std_in_grpo``, ``config``, ``old_log_probs``, ``sum_pi_squared``,
     ``rollout_is_weights``), or all of them when it takes ``**kwargs``. It returns
-    ``(advantages (bs, T), returns (bs, T))``.
+    ``(advantages (bs, T), returns (bs, T))``. ``info``: ``group_baseline=True`` marks an estimator whose
+    baseline is the other responses of the same prompt (it needs ``actor_rollout_ref.rollout.n > 1``).
     """
-    return _register(ADV_ESTIMATOR_REGISTRY, "advantage estimator", name_or_enum)
+    return ADV_ESTIMATOR_REGISTRY.register(name_or_enum, **info)
 
 
 def get_adv_estimator_fn(name_or_enum: str | AdvantageEstimator) -> Callable[..., Any]:
     """The estimator registered under ``name_or_enum``; unknown names fail listing the registered ones."""
-    return _lookup(ADV_ESTIMATOR_REGISTRY, "advantage estimator", name_or_enum)
+    return ADV_ESTIMATOR_REGISTRY.get(name_or_enum)
 
 
 def register_policy_loss(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering a policy loss ``fn(old_log_prob, log_prob, advantages, response_mask,
     loss_agg_mode="token-mean", config=None, rollout_is_weights=None, global_num_tokens=None,
     global_num_seqs=None) -> (pg_loss, metrics)``."""
-    return _register(POLICY_LOSS_REGISTRY, "policy loss", name)
+    return POLICY_LOSS_REGISTRY.register(name)
 
 
 def get_policy_loss_fn(name: str) -> Callable[..., Any]:
     """The policy loss registered under ``name``; unknown names fail listing the registered ones."""
-    return _lookup(POLICY_LOSS_REGISTRY, "policy loss", name)
+    return POLICY_LOSS_REGISTRY.get(name)

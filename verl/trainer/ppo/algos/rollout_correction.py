@@ -28,17 +28,16 @@ import math
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
+
+from verl.trainer.config.algorithm import RolloutCorrectionConfig
+from verl.utils.config import as_typed_config
 
 from .masked_ops import masked_mean
 
 SAFETY_LOG_BOUND = 20.0
 IS_LEVELS = ("token", "sequence")
 RS_LEVELS = ("token", "sequence", "geometric")
-
-
-def _option(config: Any, name: str, default: Any) -> Any:
-    value = getattr(config, name, default) if config is not None else default
-    return default if value is None and default is not None else value
 
 
 def compute_offpolicy_metrics(
@@ -177,10 +176,13 @@ def compute_rollout_correction_and_rejection_mask(
     return weights, modified_mask.to(response_mask.dtype), metrics
 
 
-def compute_rollout_correction_and_add_to_batch(data: Any, rollout_corr_config: Any) -> tuple[Any, dict[str, float]]:
+def compute_rollout_correction_and_add_to_batch(
+    data: Any, rollout_corr_config: RolloutCorrectionConfig | DictConfig | dict
+) -> tuple[Any, dict[str, float]]:
     """Apply ``algorithm.rollout_correction`` to a batch holding ``old_log_probs``, ``rollout_log_probs`` and
     ``response_mask``: stores ``batch['rollout_is_weights']`` (when ``rollout_is`` is set) and replaces
     ``batch['response_mask']`` by the rejection-masked one. Returns ``(data, metrics)``."""
+    config = as_typed_config(rollout_corr_config, RolloutCorrectionConfig, "algorithm.rollout_correction")
     for key in ("old_log_probs", "rollout_log_probs", "response_mask"):
         if key not in data.batch.keys():
             hint = " (set actor_rollout_ref.rollout.calculate_log_probs=True)" if key == "rollout_log_probs" else ""
@@ -189,13 +191,13 @@ def compute_rollout_correction_and_add_to_batch(data: Any, rollout_corr_config: 
         old_log_prob=data.batch["old_log_probs"],
         rollout_log_prob=data.batch["rollout_log_probs"],
         response_mask=data.batch["response_mask"],
-        rollout_is=_option(rollout_corr_config, "rollout_is", None),
-        rollout_is_threshold=_option(rollout_corr_config, "rollout_is_threshold", 2.0),
-        rollout_is_batch_normalize=bool(_option(rollout_corr_config, "rollout_is_batch_normalize", False)),
-        rollout_rs=_option(rollout_corr_config, "rollout_rs", None),
-        rollout_rs_threshold=_option(rollout_corr_config, "rollout_rs_threshold", None),
-        rollout_rs_threshold_lower=_option(rollout_corr_config, "rollout_rs_threshold_lower", None),
-        rollout_token_veto_threshold=_option(rollout_corr_config, "rollout_token_veto_threshold", None),
+        rollout_is=config.rollout_is,
+        rollout_is_threshold=config.rollout_is_threshold,
+        rollout_is_batch_normalize=config.rollout_is_batch_normalize,
+        rollout_rs=config.rollout_rs,
+        rollout_rs_threshold=config.rollout_rs_threshold,
+        rollout_rs_threshold_lower=config.rollout_rs_threshold_lower,
+        rollout_token_veto_threshold=config.rollout_token_veto_threshold,
     )
     if weights is not None:
         data.batch["rollout_is_weights"] = weights

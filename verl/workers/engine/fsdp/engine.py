@@ -7,52 +7,21 @@ nothing about PPO: it builds, shards, runs an optimizer step with clipping, offl
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from verl.utils.device import current_device, is_cuda_available
+from verl.workers.config import FSDPEngineConfig, HFModelConfig, OptimConfig
 from verl.workers.engine.fsdp import sharding
 from verl.workers.engine.fsdp.activation_offload import ActivationOffload
-from verl.workers.engine.fsdp.model_builder import ModelSettings, build_module
-from verl.workers.engine.fsdp.optim import (
-    OptimSettings,
-    build_lr_scheduler,
-    build_optimizer,
-    clip_grad_norm_and_step,
-)
+from verl.workers.engine.fsdp.model_builder import build_module, is_vision_language, load_hf_config, vision_tower
+from verl.workers.engine.fsdp.optim import build_lr_scheduler, build_optimizer, clip_grad_norm_and_step
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh, create_ulysses_mesh
+from verl.workers.engine.fsdp.ulysses_attention import check_hf_config_heads, use_ulysses_attention
 from verl.workers.engine.fsdp.weights import iter_full_state_dict
-
-
-@dataclass
-class EngineSettings:
-    """What the engine reads from ``FSDPEngineConfig`` (verl's field names)."""
-
-    param_offload: bool = False
-    optimizer_offload: bool = False
-    model_dtype: str = "fp32"
-    mixed_precision: dict | None = None
-    fsdp_size: int = -1
-    reshard_after_forward: bool = True
-    use_torch_compile: bool = False
-
-    @classmethod
-    def from_config(cls, engine_config, role: str) -> EngineSettings:
-        if isinstance(engine_config, EngineSettings):
-            return engine_config
-        values = {}
-        for name in cls.__dataclass_fields__:
-            value = getattr(engine_config, name, None) if engine_config is not None else None
-            if value is not None:
-                values[name] = value
-        if values.get("mixed_precision") is not None:  # {"param_dtype", "reduce_dtype", "buffer_dtype"}
-            values["mixed_precision"] = dict(values["mixed_precision"])
-        if "model_dtype" not in values:
-            # verl's defaults: fp32 master weights for trained models, bf16 for the frozen reference on GPU
-            values["model_dtype"] = "bf16" if (role == "ref" and is_cuda_available()) else "fp32"
-        return cls(**values)
+from verl.workers.engine.registry import register_engine
 
 
 def compile_decoder_layers(module: nn.Module) -> None:
@@ -72,26 +41,39 @@ def _require_distributed() -> None:
         )
 
 
+@register_engine("fsdp")
+@register_engine("fsdp2")
 class FSDPEngine:
-    """Holds ``module`` (FSDP2-sharded HF model), ``optimizer`` and ``lr_scheduler`` for one role."""
+    """Holds ``module`` (FSDP2-sharded HF model), ``optimizer`` and ``lr_scheduler`` for one role.
+
+    ``optim_config`` is ignored for the frozen ``ref`` role (no optimizer); ``use_torch_compile`` compiles the
+    forward module (the role's ``use_torch_compile`` key). ``ulysses_sequence_parallel_size > 1`` splits each
+    packed micro-batch over groups of that many ranks (``ulysses``: the ``(dp, sp)`` mesh the forward functions
+    and data dispatch use; a caller that needs it before the engine passes its own as ``ulysses_mesh``);
+    parameters stay sharded over every rank.
+    """
 
     def __init__(
         self,
-        model_config,
-        engine_config=None,
-        optim_config=None,
+        model_config: HFModelConfig,
+        engine_config: FSDPEngineConfig,
+        optim_config: OptimConfig | None = None,
         role: str = "actor",
         device_mesh=None,
-        use_torch_compile: bool | None = None,
+        use_torch_compile: bool = False,
+        freeze_vision_tower: bool = False,
+        ulysses_sequence_parallel_size: int = 1,
+        ulysses_mesh: UlyssesMesh | None = None,
     ):
         _require_distributed()
         self.role = role
-        self.model_settings = ModelSettings.from_config(model_config)
-        self.settings = EngineSettings.from_config(engine_config, role)
-        if use_torch_compile is not None:
-            self.settings.use_torch_compile = use_torch_compile
-        self.optim_settings = OptimSettings.from_config(optim_config) if role != "ref" else None
-        self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), self.settings.fsdp_size)
+        self.model_config = model_config
+        self.config = engine_config
+        self.use_torch_compile = use_torch_compile
+        self.freeze_vision_tower = freeze_vision_tower
+        self.optim_config = optim_config if role != "ref" else None
+        self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), engine_config.fsdp_size)
+        self.ulysses: UlyssesMesh = ulysses_mesh or create_ulysses_mesh(int(ulysses_sequence_parallel_size))
         self.module: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
@@ -101,26 +83,44 @@ class FSDPEngine:
     # ------------------------------------------------------------------ set-up
     def initialize(self) -> FSDPEngine:
         """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
-        dtype = sharding.to_dtype(self.settings.model_dtype)
-        module = build_module(self.model_settings, self.role, dtype)
-        sharding.cast_buffers(module, self.settings.mixed_precision)
+        dtype = sharding.to_dtype(self.config.model_dtype)
+        if self.ulysses.enabled:  # before any weights load
+            self._check_sequence_parallel()
+        module = build_module(self.model_config, self.role, dtype)
+        sharding.cast_buffers(module, self.config.mixed_precision)
+        if self.ulysses.enabled:
+            use_ulysses_attention(module)
+        if self.freeze_vision_tower:
+            tower = vision_tower(module)
+            if tower is None:
+                raise ValueError(f"freeze_vision_tower is set but {self.model_config.path} has no vision tower")
+            tower.requires_grad_(False)
         if is_cuda_available():
             module = module.to(current_device())
-        if self.settings.use_torch_compile:
+        if self.use_torch_compile:
             compile_decoder_layers(module)
-        mp_policy = sharding.mixed_precision_policy(self.settings.mixed_precision, self.settings.model_dtype)
+        mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision, self.config.model_dtype)
         self.module = sharding.apply_fsdp2(
-            module, self.device_mesh, mp_policy, self.settings.param_offload, self.settings.reshard_after_forward
+            module, self.device_mesh, mp_policy, self.config.param_offload, self.config.reshard_after_forward
         )
-        if self.model_settings.enable_activation_offload and self.role != "ref":
+        if self.model_config.enable_activation_offload and self.role != "ref":
             self.activation_offload = ActivationOffload(self.module)
         self._forward_module = self.module
-        if self.optim_settings is not None:
-            self.optimizer = build_optimizer(self.module, self.optim_settings)
-            self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_settings)
-            if self.settings.optimizer_offload:
+        if self.optim_config is not None:
+            self.optimizer = build_optimizer(self.module, self.optim_config)
+            self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_config)
+            if self.config.optimizer_offload:
                 sharding.offload_optimizer(self.optimizer)
         return self
+
+    def _check_sequence_parallel(self) -> None:
+        hf_config = load_hf_config(self.model_config)
+        if is_vision_language(hf_config):
+            raise ValueError(
+                f"{self.model_config.path} is a vision-language model: Ulysses sequence parallelism is not supported "
+                "for it (image features are merged by token position); set ulysses_sequence_parallel_size=1"
+            )
+        check_hf_config_heads(hf_config, self.ulysses.sp_size)
 
     @property
     def forward_module(self) -> nn.Module:
@@ -129,15 +129,21 @@ class FSDPEngine:
 
     @property
     def dp_size(self) -> int:
-        return self.device_mesh.size()
+        """Data-parallel size: ranks holding different rows (the world divided by the sequence-parallel size)."""
+        return self.ulysses.dp_size
 
     @property
     def dp_rank(self) -> int:
-        return dist.get_rank() if self.device_mesh.ndim == 1 else self.device_mesh.get_rank()
+        return self.ulysses.dp_rank
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the parameters are sharded over (FSDP averages gradients over all of them)."""
+        return self.device_mesh.size()
 
     @property
     def is_lora(self) -> bool:
-        return self.model_settings.lora_rank > 0
+        return self.model_config.lora_rank > 0
 
     # ------------------------------------------------------------------ training
     def zero_grad(self) -> None:
@@ -145,25 +151,26 @@ class FSDPEngine:
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backward of a loss already normalised by global counts (its sum over all ranks and micro-batches is
-        the whole-batch loss). FSDP averages gradients over ranks, so the loss is scaled by the data-parallel
-        size to turn that average back into the sum."""
-        (loss * self.dp_size).backward()
+        the whole-batch loss). FSDP averages gradients over all ranks, so the loss is scaled by their number to
+        turn that average back into the sum (sequence-parallel peers each hold one slice of the same loss's
+        gradient: their sum is that gradient once)."""
+        (loss * self.world_size).backward()
 
     def clip_and_step(self) -> float:
         """Clip to ``optim.clip_grad`` and step (skipped on a non-finite norm); returns the pre-clip norm."""
         self.load_optimizer()
-        grad_norm = clip_grad_norm_and_step(self.module, self.optimizer, self.optim_settings.clip_grad)
+        grad_norm = clip_grad_norm_and_step(self.module, self.optimizer, self.optim_config.clip_grad)
         self.offload_optimizer()
         return grad_norm
 
     def offload_optimizer(self) -> None:
         """Move optimizer state to the CPU when ``optimizer_offload`` is set (between updates)."""
-        if self.settings.optimizer_offload and self.optimizer is not None:
+        if self.config.optimizer_offload and self.optimizer is not None:
             sharding.offload_optimizer(self.optimizer)
 
     def load_optimizer(self) -> None:
         """Bring optimizer state back to the compute device before an update (``optimizer_offload``)."""
-        if self.settings.optimizer_offload and self.optimizer is not None:
+        if self.config.optimizer_offload and self.optimizer is not None:
             sharding.load_optimizer(self.optimizer, current_device())
 
     def lr_scheduler_step(self) -> float:

@@ -2,7 +2,8 @@
 
 All outputs are aligned with the padded input: ``out[b, t]`` belongs to position ``t``; for log-probs it is
 ``log p(input_ids[b, t + 1] | input_ids[b, :t + 1])`` so the response slice is ``out[:, -R - 1 : -1]``.
-Padding positions are 0.
+Padding positions are 0. With a ``UlyssesMesh`` of ``sp_size > 1`` the packed tokens are split over the
+sequence-parallel group and the outputs gathered back (``ulysses.forward_packed``); remove-padding is required.
 
 Log-probs and entropy come from :mod:`verl.utils.chunked_logprobs`: from the model's logits a chunk of rows at
 a time (no float32 copy of the ``(T, V)`` logits), or with ``use_fused_kernels`` from the last hidden states
@@ -14,29 +15,67 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from verl.models.transformers.qwen2_vl import packed_model_position_ids, padded_model_position_ids
 from verl.utils.chunked_logprobs import log_probs_from_logits
 from verl.workers.engine.fsdp.head import fused_log_prob_head
-from verl.workers.engine.fsdp.packing import pack
+from verl.workers.engine.fsdp.packing import PackedBatch, pack
+from verl.workers.engine.fsdp.ulysses import PerTokenHeads, UlyssesMesh, forward_packed
 
 
-def _token_log_probs(
+def _model_kwargs(multi_modal_inputs: dict | None = None) -> dict:
+    return {"use_cache": False, **(multi_modal_inputs or {})}
+
+
+def _packed_positions(packed: PackedBatch) -> torch.Tensor:
+    """Model position ids of a packed batch: ``(1, T)``, or ``(4, 1, T)`` for M-RoPE (text row first)."""
+    if packed.position_ids.dim() == 3:
+        return packed_model_position_ids(packed.position_ids, packed.cu_seqlens)
+    return packed.position_ids
+
+
+def _run_packed(
     module: nn.Module,
-    labels: torch.Tensor,
-    temperature: float,
-    calculate_entropy: bool,
-    use_fused_kernels: bool,
-    compiled: bool,
-    **inputs,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(log_probs (N,), entropy (N,) | None)`` of ``labels (N,)`` for the model's ``N`` input positions."""
-    if use_fused_kernels:
-        with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
-            head_out = module(**inputs, use_cache=False).logits
-        head_out = head_out.reshape(-1, head_out.shape[-1])
-        return head_out[:, 0], (head_out[:, 1] if calculate_entropy else None)
-    logits = module(**inputs, use_cache=False).logits
-    flat = logits.reshape(-1, logits.shape[-1])
-    return log_probs_from_logits(flat, labels, temperature, calculate_entropy, compiled=compiled)
+    packed: PackedBatch,
+    heads: PerTokenHeads,
+    ulysses: UlyssesMesh | None,
+    multi_modal_inputs: dict | None = None,
+) -> list[torch.Tensor]:
+    """``heads`` applied to the model outputs of the whole pack: ``[per-token (T,), ...]``. The sequence
+    boundaries go to the attention functions as transformers' flash-attention kwargs."""
+    if ulysses is not None and ulysses.enabled:
+        if multi_modal_inputs or packed.position_ids.dim() != 2:
+            raise ValueError("Ulysses sequence parallelism takes text-only batches with (bs, S) position_ids")
+        return forward_packed(module, packed, ulysses, heads)
+    outputs = module(
+        input_ids=packed.input_ids,
+        position_ids=_packed_positions(packed),
+        **packed.attention_kwargs(),
+        **_model_kwargs(multi_modal_inputs),
+    ).logits
+    return heads(outputs[0], packed.next_token_labels())
+
+
+def _require_packing(ulysses: UlyssesMesh | None) -> None:
+    if ulysses is not None and ulysses.enabled:
+        raise ValueError(
+            "ulysses_sequence_parallel_size > 1 needs remove-padding: set model.use_remove_padding=True "
+            "(actor_rollout_ref.model.use_remove_padding / critic.model.use_remove_padding / use_remove_padding)"
+        )
+
+
+def _log_prob_heads(temperature: float, calculate_entropy: bool, compiled: bool) -> PerTokenHeads:
+    """Per-token log-probs (and entropy) from ``(t, V)`` logits, chunked (:func:`log_probs_from_logits`)."""
+
+    def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+        log_probs, entropy = log_probs_from_logits(logits, labels, temperature, calculate_entropy, compiled=compiled)
+        return [log_probs] if entropy is None else [log_probs, entropy]
+
+    return heads
+
+
+def _fused_head_columns(outputs: torch.Tensor, _labels: torch.Tensor) -> list[torch.Tensor]:
+    """The fused head's ``(t, 1 or 2)`` output (log-prob, entropy) as per-token tensors."""
+    return [outputs[:, column] for column in range(outputs.shape[-1])]
 
 
 def forward_log_probs(
@@ -47,42 +86,48 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
+    multi_modal_inputs: dict | None = None,
+    ulysses: UlyssesMesh | None = None,
     use_fused_kernels: bool = False,
     compiled: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution;
-    ``compiled`` fuses the log-prob/entropy math of each chunk with ``torch.compile``."""
+    """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
+
+    ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in
+    row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``.
+    ``use_fused_kernels`` runs the fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
-    options = dict(
-        temperature=temperature,
-        calculate_entropy=calculate_entropy,
-        use_fused_kernels=use_fused_kernels,
-        compiled=compiled,
-    )
+    if use_fused_kernels and ulysses is not None and ulysses.enabled:
+        raise ValueError("model.use_fused_kernels=True does not combine with ulysses_sequence_parallel_size > 1")
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
-        log_probs, entropy = _token_log_probs(
-            module,
-            packed.next_token_labels(),
-            input_ids=packed.input_ids,
-            position_ids=packed.position_ids,
-            **packed.attention_kwargs(),
-            **options,
-        )
-        return packed.unpack(log_probs), (packed.unpack(entropy) if entropy is not None else None)
-    labels = torch.roll(input_ids, shifts=-1, dims=1)
-    log_probs, entropy = _token_log_probs(
-        module,
-        labels.reshape(-1),
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        **options,
+        if use_fused_kernels:
+            labels = packed.next_token_labels()
+            with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
+                outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs)
+        else:
+            heads = _log_prob_heads(temperature, calculate_entropy, compiled)
+            outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
+        entropy = packed.unpack(outputs[1]) if calculate_entropy else None
+        return packed.unpack(outputs[0]), entropy
+    _require_packing(ulysses)
+    labels = torch.roll(input_ids, shifts=-1, dims=1).reshape(-1)
+    inputs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=padded_model_position_ids(position_ids)
     )
+    if use_fused_kernels:
+        with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
+            head_out = module(**inputs, **_model_kwargs(multi_modal_inputs)).logits
+        outputs = _fused_head_columns(head_out.reshape(-1, head_out.shape[-1]), labels)
+    else:
+        logits = module(**inputs, **_model_kwargs(multi_modal_inputs)).logits
+        outputs = _log_prob_heads(temperature, calculate_entropy, compiled)(
+            logits.reshape(-1, logits.shape[-1]), labels
+        )
     valid = attention_mask.bool()  # where(), not *: fully masked rows may hold NaN
-    log_probs = torch.where(valid, log_probs.view_as(input_ids), 0.0)
-    entropy = torch.where(valid, entropy.view_as(input_ids), 0.0) if entropy is not None else None
+    log_probs = torch.where(valid, outputs[0].view_as(input_ids), 0.0)
+    entropy = torch.where(valid, outputs[1].view_as(input_ids), 0.0) if calculate_entropy else None
     return log_probs, entropy
 
 
@@ -92,14 +137,15 @@ def forward_values(
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor,
     use_remove_padding: bool = True,
+    ulysses: UlyssesMesh | None = None,
 ) -> torch.Tensor:
     """Scalar ``values (bs, S)`` from a value model whose output ``logits`` are ``(..., 1)``."""
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
-        values = module(
-            input_ids=packed.input_ids, position_ids=packed.position_ids, use_cache=False, **packed.attention_kwargs()
-        ).logits
-        return packed.unpack(values[0, :, 0].float())
-    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
-    values = module(**inputs, use_cache=False).logits
+        values = _run_packed(module, packed, lambda scores, _labels: [scores[:, 0].float()], ulysses)
+        return packed.unpack(values[0])
+    _require_packing(ulysses)
+    values = module(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **_model_kwargs()
+    ).logits
     return torch.where(attention_mask.bool(), values[..., 0].float(), 0.0)

@@ -10,89 +10,60 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-
-@dataclass
-class OptimSettings:
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    lr_warmup_steps: int = -1
-    lr_warmup_steps_ratio: float = 0.0
-    total_training_steps: int = -1
-    lr_scheduler_type: str = "constant"
-    min_lr_ratio: float = 0.0
-    num_cycles: float = 0.5
-    clip_grad: float = 1.0
-
-    @classmethod
-    def from_config(cls, optim_config) -> OptimSettings:
-        if isinstance(optim_config, OptimSettings):
-            return optim_config
-        values = {}
-        for name in cls.__dataclass_fields__:
-            value = getattr(optim_config, name, None) if optim_config is not None else None
-            if value is not None:
-                values[name] = tuple(value) if name == "betas" else value
-        extra = getattr(optim_config, "override_optimizer_config", None) or {}
-        for name in ("eps",):  # optimizer kwargs verl passes through override_optimizer_config
-            if name in extra:
-                values[name] = float(extra[name])
-        # verl's deprecated key for the schedule type wins when set
-        if getattr(optim_config, "warmup_style", None):
-            values["lr_scheduler_type"] = optim_config.warmup_style
-        return cls(**values)
-
-    def num_warmup_steps(self) -> int:
-        if self.lr_warmup_steps is not None and self.lr_warmup_steps > 0:
-            return int(self.lr_warmup_steps)
-        if self.lr_warmup_steps_ratio > 0:
-            if self.total_training_steps <= 0:
-                raise ValueError("optim.lr_warmup_steps_ratio needs optim.total_training_steps > 0")
-            return int(self.lr_warmup_steps_ratio * self.total_training_steps)
-        return 0
+from verl.workers.config import OptimConfig
 
 
-def build_optimizer(module: nn.Module, settings: OptimSettings) -> torch.optim.Optimizer:
-    """AdamW over the trainable parameters only (LoRA: just the adapters)."""
+def num_warmup_steps(config: OptimConfig) -> int:
+    """``lr_warmup_steps`` when positive, else ``lr_warmup_steps_ratio * total_training_steps``."""
+    if config.lr_warmup_steps is not None and config.lr_warmup_steps > 0:
+        return int(config.lr_warmup_steps)
+    if config.lr_warmup_steps_ratio > 0:
+        if config.total_training_steps <= 0:
+            raise ValueError("optim.lr_warmup_steps_ratio needs optim.total_training_steps > 0")
+        return int(config.lr_warmup_steps_ratio * config.total_training_steps)
+    return 0
+
+
+def build_optimizer(module: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters only (LoRA: just the adapters); ``override_optimizer_config`` entries
+    (e.g. ``eps``) are passed to its constructor."""
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the module has no trainable parameters")
-    return torch.optim.AdamW(
-        params, lr=settings.lr, betas=settings.betas, eps=settings.eps, weight_decay=settings.weight_decay
-    )
+    extra = dict(config.override_optimizer_config or {})
+    return torch.optim.AdamW(params, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay, **extra)
 
 
-def lr_lambda(settings: OptimSettings):
-    """Multiplier of the base lr at scheduler step ``t`` (see the module docstring)."""
-    warmup = settings.num_warmup_steps()
-    kind = settings.lr_scheduler_type
+def lr_lambda(config: OptimConfig):
+    """Multiplier of the base lr at scheduler step ``t`` (see the module docstring); the schedule type is
+    ``warmup_style`` when set (verl's deprecated spelling), else ``lr_scheduler_type``."""
+    warmup = num_warmup_steps(config)
+    kind = config.scheduler_type
     if kind not in ("constant", "cosine"):
         raise ValueError(f"unknown optim.lr_scheduler_type {kind!r}; expected one of ['constant', 'cosine']")
-    if kind == "cosine" and settings.total_training_steps <= 0:
+    if kind == "cosine" and config.total_training_steps <= 0:
         raise ValueError("optim.lr_scheduler_type=cosine needs optim.total_training_steps > 0")
-    floor = settings.min_lr_ratio
+    floor = config.min_lr_ratio
 
     def multiplier(step: int) -> float:
         if step < warmup:
             return step / max(1, warmup)
         if kind == "constant":
             return 1.0
-        progress = (step - warmup) / max(1, settings.total_training_steps - warmup)
+        progress = (step - warmup) / max(1, config.total_training_steps - warmup)
         progress = min(progress, 1.0)
-        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * settings.num_cycles * 2.0 * progress))
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * config.num_cycles * 2.0 * progress))
 
     return multiplier
 
 
-def build_lr_scheduler(optimizer: torch.optim.Optimizer, settings: OptimSettings) -> LambdaLR:
-    return LambdaLR(optimizer, lr_lambda(settings))
+def build_lr_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig) -> LambdaLR:
+    return LambdaLR(optimizer, lr_lambda(config))
 
 
 def clip_grad_norm_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm: float | None) -> float:

@@ -19,7 +19,7 @@ class PackedBatch:
     """A packed micro-batch. ``indices (T,)`` are flat positions into ``(bs * S)`` of the valid tokens."""
 
     input_ids: torch.Tensor  # (1, T)
-    position_ids: torch.Tensor  # (1, T)
+    position_ids: torch.Tensor  # (1, T), or (C, 1, T) for multi-row (M-RoPE) ids
     indices: torch.Tensor  # (T,)
     cu_seqlens: torch.Tensor  # (bs + 1,) int32
     batch_size: int
@@ -50,15 +50,19 @@ class PackedBatch:
 
 def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> PackedBatch:
     """Pack ``(bs, S)`` tensors into ``(1, T)``. ``position_ids`` must be 0-based within each sequence
-    (``compute_position_id_with_mask``); a sequence's first valid token must have position 0."""
-    if position_ids.dim() != 2:
-        raise ValueError(f"remove-padding supports 2-D position_ids (bs, S); got shape {tuple(position_ids.shape)}")
+    (``compute_position_id_with_mask``); a sequence's first valid token must have position 0. M-RoPE ids
+    ``(bs, C, S)`` pack to ``(C, 1, T)``."""
+    if position_ids.dim() not in (2, 3):
+        raise ValueError(f"remove-padding takes position_ids (bs, S) or (bs, C, S); got {tuple(position_ids.shape)}")
     batch_size, seqlen = input_ids.shape
     flat_mask = attention_mask.reshape(-1).bool()
     indices = torch.nonzero(flat_mask, as_tuple=False).flatten()
     lengths = attention_mask.sum(dim=-1, dtype=torch.int32)
     cu_seqlens = torch.nn.functional.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
     packed_ids = input_ids.reshape(-1)[indices].unsqueeze(0)
-    packed_pos = position_ids.reshape(-1)[indices].unsqueeze(0)
+    if position_ids.dim() == 3:  # (bs, C, S) -> (C, bs * S) -> (C, 1, T)
+        packed_pos = position_ids.transpose(0, 1).reshape(position_ids.shape[1], -1)[:, indices].unsqueeze(1)
+    else:
+        packed_pos = position_ids.reshape(-1)[indices].unsqueeze(0)
     max_seqlen = int(lengths.max()) if batch_size else 0
     return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen, max_seqlen)

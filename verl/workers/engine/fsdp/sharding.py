@@ -2,8 +2,9 @@
 
 Mixed precision (``fsdp_config.mixed_precision``, verl's keys ``param_dtype``/``reduce_dtype``/``buffer_dtype``):
 parameters stay in ``model_dtype`` (fp32 master weights by default) and are all-gathered in ``param_dtype`` for
-compute, gradients are reduce-scattered in ``reduce_dtype``. Unset, it is verl's bf16/fp32 on GPU and no cast on
-CPU (CPUs without native bf16 run fp32 faster). Parameter offload uses ``CPUOffloadPolicy`` (sharded parameters,
+compute, gradients are reduce-scattered in ``reduce_dtype``, buffers kept in ``buffer_dtype``. The policy applies
+on GPU (verl's bf16/fp32 by default) and on CPU only with ``mixed_precision.on_cpu`` (CPUs without native bf16 run
+fp32 faster). Parameter offload uses ``CPUOffloadPolicy`` (sharded parameters,
 gradients and the optimizer step live on the CPU).
 """
 
@@ -15,6 +16,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from verl.utils.device import get_device_name, is_cuda_available
+from verl.workers.config.engine import MixedPrecisionConfig
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 DTYPES |= {"fp32": torch.float32, "float32": torch.float32}
@@ -38,23 +40,23 @@ def create_device_mesh(world_size: int, fsdp_size: int = -1) -> DeviceMesh:
     return init_device_mesh(device, (world_size // fsdp_size, fsdp_size), mesh_dim_names=("ddp", "fsdp"))
 
 
-def mixed_precision_policy(mixed_precision: dict | None, model_dtype: str = "fp32") -> MixedPrecisionPolicy | None:
-    """The FSDP2 policy for ``fsdp_config.mixed_precision`` (None: bf16 compute / fp32 reduce on GPU, no cast on
-    CPU); None when it would cast nothing (compute and reduce in ``model_dtype``)."""
-    if mixed_precision is None:
-        if not is_cuda_available():
-            return None
-        mixed_precision = {}
-    param_dtype = to_dtype(mixed_precision.get("param_dtype") or "bf16")
-    reduce_dtype = to_dtype(mixed_precision.get("reduce_dtype") or "fp32")
+def mixed_precision_policy(
+    config: MixedPrecisionConfig | None, model_dtype: str = "fp32"
+) -> MixedPrecisionPolicy | None:
+    """FSDP2's policy for ``fsdp_config.mixed_precision`` (bf16 compute / fp32 reduce by default) on GPU, and on
+    CPU when ``on_cpu`` is set; ``None`` when the config is null, on CPU without ``on_cpu``, or when it would cast
+    nothing (compute and reduce in ``model_dtype``)."""
+    if config is None or not (is_cuda_available() or config.on_cpu):
+        return None
+    param_dtype, reduce_dtype = to_dtype(config.param_dtype), to_dtype(config.reduce_dtype)
     if param_dtype == reduce_dtype == to_dtype(model_dtype):
         return None
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype, cast_forward_inputs=True)
 
 
-def cast_buffers(module: nn.Module, mixed_precision: dict | None) -> None:
+def cast_buffers(module: nn.Module, config: MixedPrecisionConfig | None) -> None:
     """Floating-point buffers (e.g. rotary frequencies) to ``mixed_precision.buffer_dtype`` (verl: fp32)."""
-    dtype = to_dtype((mixed_precision or {}).get("buffer_dtype") or "fp32")
+    dtype = to_dtype(config.buffer_dtype if config is not None else "fp32")
     for sub in module.modules():
         for name, buffer in list(sub.named_buffers(recurse=False)):
             if buffer is not None and buffer.is_floating_point() and buffer.dtype != dtype:

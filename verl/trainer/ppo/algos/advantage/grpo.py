@@ -9,8 +9,8 @@ from ..masked_ops import group_ids, group_mean_std
 from ..registry import AdvantageEstimator, register_adv_est
 
 
-@register_adv_est(AdvantageEstimator.GRPO)
-@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED)  # verl's name for its vectorised GRPO; this one already is
+@register_adv_est(AdvantageEstimator.GRPO, group_baseline=True)
+@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED, group_baseline=True)  # verl's name; this one is vectorised
 def compute_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -39,7 +39,7 @@ def compute_grpo_outcome_advantage(
     return advantages, advantages
 
 
-@register_adv_est(AdvantageEstimator.GRPO_PASSK)
+@register_adv_est(AdvantageEstimator.GRPO_PASSK, group_baseline=True)
 def compute_grpo_passk_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

@@ -9,8 +9,8 @@ from ..masked_ops import group_ids
 from ..registry import AdvantageEstimator, register_adv_est
 
 
-@register_adv_est(AdvantageEstimator.RLOO)
-@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED)  # verl's name for its vectorised RLOO; this one already is
+@register_adv_est(AdvantageEstimator.RLOO, group_baseline=True)
+@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED, group_baseline=True)  # verl's name; this one is vectorised
 def compute_rloo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
+
+from verl.utils.config import as_typed_config
+from verl.workers.config.actor import ActorConfig
 
 from ..aggregation import agg_loss
 from ..masked_ops import masked_mean
@@ -29,30 +33,21 @@ class ClipBounds:
     dual_clip_c: float
 
 
-def require_config(config: Any, loss_name: str) -> Any:
+def require_config(config: ActorConfig | DictConfig | dict | None, loss_name: str) -> ActorConfig:
+    """The actor config as an :class:`ActorConfig` (a DictConfig of its keys is checked and completed with the
+    dataclass defaults); None fails naming the loss."""
     if config is None:
         raise ValueError(f"policy loss {loss_name!r} needs the actor config (actor_rollout_ref.actor); got None")
-    return config
+    return as_typed_config(config, ActorConfig, "actor_rollout_ref.actor")
 
 
-def clip_bounds(config: Any) -> ClipBounds:
-    """Read ``clip_ratio`` (verl default 0.2), ``clip_ratio_low`` / ``clip_ratio_high`` (None -> ``clip_ratio``)
-    and ``clip_ratio_c`` (default 3.0) from the actor config."""
-    clip_ratio = getattr(config, "clip_ratio", 0.2)
-    low = getattr(config, "clip_ratio_low", None)
-    high = getattr(config, "clip_ratio_high", None)
+def clip_bounds(config: ActorConfig) -> ClipBounds:
+    """``clip_ratio_low`` / ``clip_ratio_high`` (null -> ``clip_ratio``) and ``clip_ratio_c`` of the actor config."""
     return ClipBounds(
-        low=clip_ratio if low is None else low,
-        high=clip_ratio if high is None else high,
-        dual_clip_c=getattr(config, "clip_ratio_c", 3.0),
+        low=config.clip_ratio if config.clip_ratio_low is None else config.clip_ratio_low,
+        high=config.clip_ratio if config.clip_ratio_high is None else config.clip_ratio_high,
+        dual_clip_c=config.clip_ratio_c,
     )
-
-
-def policy_loss_option(config: Any, name: str, default: float) -> float:
-    """``config.policy_loss.<name>``, falling back to verl's default when the sub-config or field is absent."""
-    sub_config = getattr(config, "policy_loss", None)
-    value = getattr(sub_config, name, None) if sub_config is not None else None
-    return default if value is None else value
 
 
 def log_ratio_and_ratio(log_prob: torch.Tensor, old_log_prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,7 +17,6 @@ from .common import (
     clip_bounds,
     log_ratio_and_ratio,
     metrics,
-    policy_loss_option,
     reduce_policy_loss,
     require_config,
 )
@@ -48,9 +47,9 @@ def compute_policy_loss_clip_cov(
     """
     config = require_config(config, "clip_cov")
     bounds = clip_bounds(config)
-    clip_cov_ratio = policy_loss_option(config, "clip_cov_ratio", 0.0002)
-    clip_cov_lb = policy_loss_option(config, "clip_cov_lb", 1.0)
-    clip_cov_ub = policy_loss_option(config, "clip_cov_ub", 5.0)
+    clip_cov_ratio = config.policy_loss.clip_cov_ratio
+    clip_cov_lb = config.policy_loss.clip_cov_lb
+    clip_cov_ub = config.policy_loss.clip_cov_ub
     log_ratio, ratio = log_ratio_and_ratio(log_prob, old_log_prob)
 
     unclipped = -advantages * ratio
@@ -94,8 +93,8 @@ def compute_policy_loss_kl_cov(
     mean ``|log_prob - old_log_prob|``.
     """
     config = require_config(config, "kl_cov")
-    kl_cov_ratio = policy_loss_option(config, "kl_cov_ratio", 0.0002)
-    ppo_kl_coef = policy_loss_option(config, "ppo_kl_coef", 0.1)
+    kl_cov_ratio = config.policy_loss.kl_cov_ratio
+    ppo_kl_coef = config.policy_loss.ppo_kl_coef
     log_ratio, ratio = log_ratio_and_ratio(log_prob, old_log_prob)
     abs_log_ratio = log_ratio.abs()
 

