@@ -87,3 +87,19 @@ def test_the_engine_picks_varlen_attention_on_cpu():
 
     if not torch.cuda.is_available():
         assert pick_attn_implementation() == "verl_varlen"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_cuda_varlen_kernel_matches_per_sequence_sdpa(arch):
+    """torch's varlen kernel (grouped-query heads passed as they are) against per-sequence sdpa, bf16 on the GPU."""
+    from verl.workers.engine.fsdp.attention import _cpu_varlen, _cuda_varlen
+
+    lens = [300, 7, 512, 1, 90]
+    cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    heads = (14, 2) if arch == "qwen2" else (9, 3)
+    q, k, v = (torch.randn(sum(lens), h, 64, device="cuda", dtype=torch.bfloat16) for h in (heads[0], *heads[1:] * 2))
+    out = _cuda_varlen(q, k, v, cu_seqlens, max(lens), 64**-0.5)
+    ref = _cpu_varlen(q.float(), k.float(), v.float(), cu_seqlens, 64**-0.5)
+    assert float((out.float() - ref).norm() / ref.norm()) < 1e-2
