@@ -64,16 +64,20 @@ def test_forward_only_and_value_head_hand_counts(arch):
 
 
 def test_phase_mfu_uses_the_whole_batch_over_all_ranks():
+    from types import SimpleNamespace
+
     from transformers import AutoConfig
 
     from verl.protocol import DataProto
     from verl.workers.actor.role_utils import phase_mfu
 
     counter = FlopsCounter(AutoConfig.from_pretrained(tiny_model_path("llama")), device_name="NVIDIA H100")
+    # 4 ranks: 2 data-parallel groups of 2 sequence-parallel peers
+    engine = SimpleNamespace(world_size=4, ulysses=SimpleNamespace(sp_size=2))
     data = DataProto.from_dict(tensors={"attention_mask": torch.ones(2, 4)}, meta_info={"global_token_num": [4, 4, 6]})
-    expected = counter.step_flops([4, 4, 6], backward=False) / 0.5 / 1e12 / (989.0 * 2)
-    assert phase_mfu(counter, data, 0.5, dp_size=2, backward=False) == pytest.approx(expected)
-    data.meta_info.pop("global_token_num")  # only this rank's rows known: its own share on one device
-    expected = counter.step_flops([4, 4]) * 3 / 0.5 / 1e12 / 989.0
-    assert phase_mfu(counter, data, 0.5, dp_size=2, backward=True, passes=3) == pytest.approx(expected)
-    assert phase_mfu(None, data, 0.5, dp_size=2, backward=True) is None
+    expected = counter.step_flops([4, 4, 6], backward=False) / 0.5 / 1e12 / (989.0 * 4)
+    assert phase_mfu(counter, data, 0.5, engine, backward=False) == pytest.approx(expected)
+    data.meta_info.pop("global_token_num")  # only this rank's rows known: its share on its sequence-parallel group
+    expected = counter.step_flops([4, 4]) * 3 / 0.5 / 1e12 / (989.0 * 2)
+    assert phase_mfu(counter, data, 0.5, engine, backward=True, passes=3) == pytest.approx(expected)
+    assert phase_mfu(None, data, 0.5, engine, backward=True) is None
