@@ -52,6 +52,7 @@ RUNS = {
     "verl-bf16": [BF16],
     "verl-bf16-fused": [BF16, "actor_rollout_ref.model.use_fused_kernels=True"],
 }
+DEFAULT_RUNS = ["trl", "verl-before", "verl", "verl-bf16"]
 PHASES = ("gen", "update_weights", "old_log_prob", "ref", "adv", "update_actor")
 
 
@@ -77,6 +78,8 @@ def run_ours(name: str, steps: int, workdir: Path) -> dict:
         VLLM_ENABLE_V1_MULTIPROCESSING="0",
         TOKENIZERS_PARALLELISM="false",
         PYTHONUNBUFFERED="1",
+        # on a machine shared with other jobs Ray's memory monitor kills our workers for the others' memory
+        RAY_memory_monitor_refresh_ms="0",
     )
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, *RUNS[name]]
     start = time.perf_counter()
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     """``argv`` None (``make bench``): every run with the default step count."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--runs", nargs="*", default=None, help=f"default: all of {list(RUNS)} that apply")
+    parser.add_argument("--runs", nargs="*", default=None, help=f"default: {DEFAULT_RUNS} (bf16 where native)")
     parser.add_argument("--out", default="benchmarks/results/cpu_grpo.json")
     parser.add_argument("--child", default=None)
     parser.add_argument("--workdir", default=None)
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         _child(args.child, args.steps, Path(args.workdir))
         return
     native_bf16 = cpu_bf16_native()
-    runs = args.runs or [r for r in RUNS if native_bf16 or "bf16" not in r]
+    runs = args.runs or [r for r in DEFAULT_RUNS if native_bf16 or "bf16" not in r]
     load = os.getloadavg()[0]
     print(f"cpu: {os.cpu_count()} cores, native bf16: {native_bf16}, load average {load:.1f}", flush=True)
     results = {}
