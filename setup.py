@@ -22,6 +22,7 @@ install_requires = [
     "codetiming>=1.4",
     "tqdm>=4.60",
     "gguf>=0.10",
+    "pydantic>=2",  # tool schemas and agent-loop outputs (verl's types)
 ]
 
 extras_require = {
@@ -37,7 +38,8 @@ extras_require = {
     "gpu": ["liger-kernel>=0.8.5"],
     # The CPU benchmark against TRL's GRPOTrainer (benchmarks/bench_cpu_grpo.py).
     "bench": ["trl==1.16.0"],
-    "megatron": [],
+    # strategy=megatron; on Python 3.11 install it with --ignore-requires-python (see the Makefile)
+    "megatron": ["megatron-core==0.19.2"],
 }
 
 setup(

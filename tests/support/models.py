@@ -64,3 +64,23 @@ def tiny_vlm_path(arch: str = "qwen2_vl", seed: int = 0) -> str:
     from verl.models.random_vlm import build_random_vlm
 
     return build_random_vlm(str(cache_dir() / "models" / f"tiny-{arch}-s{seed}"), smollm2_path(), arch, "tiny", seed)
+
+
+def tp_padded_model_path(src: str, tp: int) -> str:
+    """A cached copy of the model at ``src`` with its attention heads padded for tensor parallelism of size ``tp``
+    (``verl.models.mcore.pad_heads``); ``src`` itself when its heads already divide."""
+    from verl.models.mcore.pad_heads import needs_padding, pad_heads
+
+    if not needs_padding(src, tp):
+        return src
+    target = cache_dir() / "models" / f"{Path(src).name}-tp{tp}-padded"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".padded-", dir=target.parent))
+    pad_heads(src, str(tmp), tp)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process finished the same model first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)

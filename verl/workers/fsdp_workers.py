@@ -17,7 +17,9 @@ Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of thei
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import ray
 
 from verl.protocol import DataProto
 from verl.single_controller.base import Worker
@@ -27,6 +29,7 @@ from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.worker_registry import WorkerClasses, register_workers
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -39,6 +42,8 @@ ROLES = {
     "actor_rollout_ref": {"actor", "rollout", "ref"},
 }
 ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH, REWARD_MESH = "actor", "ref", "rollout", "critic", "reward_model"
+ROLLOUT_SERVER_GROUP = "rollout_server"
+"""Ray concurrency group of ``generate``: agent loops' requests run side by side, the training calls stay serial."""
 
 
 def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh) -> None:
@@ -47,25 +52,52 @@ def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh)
 
 
 def load_tokenizer(model_config: HFModelConfig):
-    from transformers import AutoTokenizer
+    """The model's tokenizer (``tokenizer_path`` when set) with a pad token and ``custom_chat_template`` applied;
+    the trainer and every worker load it the same way, so prompts and responses are templated alike."""
+    from verl.utils.tokenizer import hf_tokenizer
 
-    path = model_config.local_tokenizer_path
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_config.trust_remote_code)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = hf_tokenizer(model_config.local_tokenizer_path, trust_remote_code=model_config.trust_remote_code)
+    if model_config.custom_chat_template is not None:
+        tokenizer.chat_template = model_config.custom_chat_template
     return tokenizer
 
 
 class RolloutRole:
-    """Generation: the rollout engine built by ``build_rollout`` plus its weight-sync manager."""
+    """Generation: the rollout engine built by ``build_rollout`` plus its weight-sync manager, and with
+    ``rollout.mode=async`` the request server around the engine (:mod:`verl.workers.rollout.async_server`)."""
 
     def __init__(self, rollout_config, model_config, tokenizer, actor_module, device_mesh=None):
         from verl.workers.rollout import build_rollout
+        from verl.workers.rollout.async_server import get_async_server_class
 
         self.config = rollout_config
         self.rollout, self.sharding_manager = build_rollout(
             rollout_config, model_config, tokenizer, actor_module, device_mesh
         )
+        self.server = None
+        if getattr(rollout_config, "mode", "sync") == "async":
+            self.server = get_async_server_class(rollout_config.name)(self.rollout)
+
+    def _require_server(self):
+        if self.server is None:
+            raise RuntimeError("wake_up / sleep / generate serve agent loops: set actor_rollout_ref.rollout.mode=async")
+        return self.server
+
+    def wake_up(self) -> dict[str, float]:
+        """Enter rollout mode (weights synced, engine awake) and start serving; returns the sync metrics."""
+        server = self._require_server()
+        self.sharding_manager.__enter__()
+        server.start()
+        return dict(self.sharding_manager.metrics)
+
+    def sleep(self) -> dict[str, float]:
+        """Stop serving and leave rollout mode (engine memory released); returns the memory metrics."""
+        self._require_server().stop()
+        self.sharding_manager.__exit__(None, None, None)
+        return dict(self.sharding_manager.metrics)
+
+    def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str):
+        return self._require_server().generate(prompt_ids, sampling_params, request_id)
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         start = time.perf_counter()
@@ -79,6 +111,9 @@ class RolloutRole:
 
 
 class ActorRolloutRefWorker(Worker):
+    ray_concurrency_groups = {ROLLOUT_SERVER_GROUP: 1024}
+    """Threads for concurrent ``generate`` calls (created on demand by Ray)."""
+
     def __init__(self, config: ActorRolloutRefConfig, role: str):
         super().__init__()
         if role not in ROLES:
@@ -126,6 +161,22 @@ class ActorRolloutRefWorker(Worker):
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self._require("rollout", "generate_sequences").generate_sequences(prompts)
 
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def wake_up(self) -> dict[str, float]:
+        """``rollout.mode=async``: sync the actor's weights into the engine and start its request server."""
+        return self._require("rollout", "wake_up").wake_up()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def sleep(self) -> dict[str, float]:
+        """``rollout.mode=async``: stop the request server and give the engine's memory back to training."""
+        return self._require("rollout", "sleep").sleep()
+
+    @register(dispatch_mode=Dispatch.DIRECT_ROLLOUT_METHOD)
+    @ray.method(concurrency_group=ROLLOUT_SERVER_GROUP)
+    def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str):
+        """One model turn (a ``TokenOutput``) on this replica; agent loops call the tensor-parallel leader directly."""
+        return self._require("rollout", "generate").generate(prompt_ids, sampling_params, request_id)
+
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def compute_log_prob(self, data: DataProto) -> DataProto:
         """``old_log_probs`` and ``entropys`` ``(bs, R)`` of the current actor (rollout's log-prob settings)."""
@@ -133,9 +184,11 @@ class ActorRolloutRefWorker(Worker):
         temperature = float(self.config.rollout.temperature)
         meta = log_prob_meta(self.config.rollout, temperature)
         log_probs, entropys = actor.compute_log_prob(data, meta, calculate_entropy=True)
+        tensors = {"old_log_probs": log_probs, "entropys": entropys}
+        if self.config.actor.calculate_sum_pi_squared:
+            tensors["sum_pi_squared"] = actor.actor.compute_sum_pi_squared(data)
         return DataProto.from_dict(
-            tensors={"old_log_probs": log_probs, "entropys": entropys},
-            meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics},
+            tensors=tensors, meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics}
         )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
@@ -221,3 +274,10 @@ class RewardModelWorker(Worker):
     def compute_rm_score(self, data: DataProto) -> DataProto:
         """``rm_scores (bs, R)``: the reward model's score at each response's last token."""
         return self.reward_model.compute_rm_score(data)
+
+
+@register_workers("fsdp")
+@register_workers("fsdp2")
+def fsdp_workers() -> WorkerClasses:
+    """The workers of ``strategy=fsdp`` / ``fsdp2``."""
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)

@@ -48,19 +48,11 @@ def test_wrong_type_names_key():
     assert "actor_rollout_ref.actor.use_kl_loss='maybe' must be a boolean" in message
 
 
-def test_planned_backends_name_their_issue():
-    message = _error(["actor_rollout_ref.actor.strategy=megatron"])
-    assert (
-        "actor_rollout_ref.actor.strategy='megatron': not supported yet: the Megatron training engine (issue 16)"
-        in (message)
-    )
-
-
 def test_disallowed_value_lists_allowed_values():
     message = _error(["actor_rollout_ref.actor.strategy=deepspeed"])
     assert (
-        "actor_rollout_ref.actor.strategy='deepspeed' is not a registered training engine; registered: fsdp, fsdp2"
-        in message
+        "actor_rollout_ref.actor.strategy='deepspeed' is not a registered training engine; "
+        "registered: fsdp, fsdp2, megatron" in message
     )
     message = _error(["actor_rollout_ref.rollout.name=trtllm"])
     expected = "actor_rollout_ref.rollout.name='trtllm' is not a registered rollout; registered: hf, sglang, vllm"

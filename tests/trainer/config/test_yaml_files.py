@@ -4,7 +4,8 @@ Group options (``verl/trainer/config/<group>/<option>.yaml``) are composed by se
 config; root configs by name; any other config YAML (one with a ``defaults`` list or a top-level key of
 the PPO tree) as a primary config that builds on ``ppo_trainer``. A YAML that is not a config (e.g. a
 SkyPilot launcher) has each ``verl.trainer.main_ppo`` command line it embeds composed and validated,
-leaving out the overrides whose value is a shell variable. Files are globbed at test time, so YAML added
+leaving out the overrides whose value is a shell variable. Tool and interaction files of multi-turn rollouts
+(``tools:`` / ``interaction:`` lists) are checked by their loaders. Files are globbed at test time, so YAML added
 later is covered too.
 """
 
@@ -101,9 +102,21 @@ def test_the_shipped_config_folder_is_found():
     assert "verl/trainer/config/rollout/hf.yaml" in names
 
 
+def _check_multi_turn_file(path: Path, document: dict) -> None:
+    from verl.interactions.utils.interaction_registry import initialize_interactions_from_config
+    from verl.tools.utils.tool_registry import initialize_tools_from_config
+
+    built = initialize_tools_from_config(str(path)) if "tools" in document else None
+    built = built or initialize_interactions_from_config(str(path))
+    assert built, f"{path} lists no tools or interactions"
+
+
 @pytest.mark.parametrize("path", _shipped_yaml_files(), ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
 def test_shipped_yaml_composes_and_validates(path: Path):
     document = yaml.safe_load(path.read_text())
+    if isinstance(document, dict) and set(document) & {"tools", "interaction"}:
+        _check_multi_turn_file(path, document)
+        return
     if path.is_relative_to(CONFIG_DIR) or _is_config(document):
         root_class = _root_class(document) if isinstance(document, dict) else PPOConfig
         if path.parent.parent == CONFIG_DIR:

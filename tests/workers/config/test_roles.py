@@ -15,6 +15,9 @@ from verl.trainer.config.schema_walk import field_specs, is_config_class
 from verl.workers.config import ActorConfig, CriticConfig, RefConfig, RolloutConfig
 
 HOMONYMS = {
+    "dtype": "the rollout engine's weight dtype vs Megatron's compute dtype",
+    "num_workers": "agent-loop worker actors vs reward-function worker processes",
+    "tensor_model_parallel_size": "the rollout engine's tensor parallelism vs Megatron training's",
     "enable": "switches of different features (filter_groups, overlong buffer, reward model, critic)",
     "forward_max_token_len_per_gpu": "token budget of the critic's value forward vs of the reward model's forward",
     "n_gpus_per_node": "the training pool's shape vs the reward model's own pool (verl's keys)",

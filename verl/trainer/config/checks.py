@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from verl.trainer.config.agent_checks import rollout_mode_errors
+from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
 from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.sequence_parallel import sequence_parallel_errors
@@ -58,7 +60,10 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     mini = role.ppo_mini_batch_size
     world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
     sp = role.ulysses_sequence_parallel_size
-    if sp > 1:
+    if model_parallel_size(role) > 1:  # Megatron: the batch splits over data-parallel ranks only
+        world_keys += f" / ({key}.megatron tensor * pipeline parallel size)"
+        world = data_parallel_size(role, world)
+    elif sp > 1:
         if world % sp:
             return []  # reported by sequence_parallel_errors
         world, world_keys = world // sp, f"{world_keys} / {key}.ulysses_sequence_parallel_size"
@@ -165,6 +170,15 @@ def _algorithm_errors(cfg: PPOConfig) -> list[str]:
             f"algorithm.adv_estimator={algo.adv_estimator} compares responses of the same prompt and needs "
             f"actor_rollout_ref.rollout.n > 1 (got {rollout.n}); set actor_rollout_ref.rollout.n=4 or more"
         )
+    if (
+        _estimator_registered(cfg)
+        and "sum_pi_squared" in estimator_inputs(algo.adv_estimator)
+        and not actor.calculate_sum_pi_squared
+    ):
+        errors.append(
+            f"algorithm.adv_estimator={algo.adv_estimator} needs sum_v pi^2 per token: set "
+            "actor_rollout_ref.actor.calculate_sum_pi_squared=True"
+        )
     if actor.kl_loss_type.rstrip("+") not in KL_LOSS_TYPES:
         errors.append(
             f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not allowed; allowed values: "
@@ -194,6 +208,12 @@ def _reward_errors(cfg: PPOConfig) -> list[str]:
             errors.append(
                 f"reward_model.reward_kwargs.overlong_buffer_cfg has unknown keys {unknown}; valid: {sorted(valid)}"
             )
+    if cfg.reward_model.launch_reward_fn_async and cfg.algorithm.filter_groups.enable:
+        errors.append(
+            "reward_model.launch_reward_fn_async=True cannot overlap scoring with the log-prob computations while "
+            "algorithm.filter_groups.enable=True (dynamic sampling needs each batch's scores before the next one); "
+            "turn one of them off"
+        )
     enabled = cfg.reward_model.overlong_buffer.enable or (
         isinstance(buffer_kwargs, dict) and bool(buffer_kwargs.get("enable"))
     )
@@ -292,6 +312,8 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
+    errors += rollout_mode_errors(cfg)
+    errors += megatron_errors(cfg)
     errors += _kernel_errors(cfg)
     return errors
 

@@ -11,7 +11,6 @@ import json
 import os
 
 from verl.trainer.config.root import PPOConfig
-from verl.utils.ulysses import head_split_error
 
 
 def model_heads(path: str) -> tuple[int, int] | None:
@@ -48,6 +47,8 @@ def _role_errors(key: str, sp: int, world: int, use_remove_padding: bool, rmpad_
         )
     heads = model_heads(path)
     if heads is not None:
+        from verl.utils.ulysses import head_split_error  # lazy: verl.utils.ulysses imports torch
+
         error = head_split_error(*heads, sp, key=f"{key}.ulysses_sequence_parallel_size")
         if error:
             errors.append(f"{error} (model {path})")

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+from verl.trainer.config.root import PPOConfig
 from verl.trainer.ppo import checkpointing, core_algos
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.generation_dump import dump_batch_generations
@@ -37,6 +38,7 @@ from verl.trainer.ppo.metric_utils import (
     reward_trend_summary,
 )
 from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics, rows_in_order
+from verl.trainer.ppo.rollout_modes import build_rollout_generator
 from verl.trainer.ppo.utils import (
     Role,
     need_critic,
@@ -80,6 +82,10 @@ class RayPPOTrainer:
         train_sampler=None,
         device_name: str | None = None,
     ):
+        if not isinstance(config, PPOConfig):  # a composed DictConfig, as verl recipes pass it
+            from verl.trainer.main_ppo import prepare_config
+
+            config = prepare_config(config)
         self.config = config
         self.tokenizer = tokenizer
         self.processor = processor
@@ -102,7 +108,7 @@ class RayPPOTrainer:
         if config.algorithm.use_kl_in_reward:
             self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
 
-        self._create_dataloader(train_dataset, val_dataset)
+        self._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)
         steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
         self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
         self._set_optimizer_horizon()
@@ -111,7 +117,7 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ setup
 
-    def _create_dataloader(self, train_dataset, val_dataset) -> None:
+    def _create_dataloader(self, train_dataset, val_dataset, collate_fn=None, train_sampler=None) -> None:
         """Resumable loaders (``verl.utils.dataset.create_rl_dataloader``): training batches of
         ``data.gen_batch_size`` (dynamic sampling) or ``data.train_batch_size`` prompts, validation in one batch
         unless ``data.val_batch_size`` is set."""
@@ -124,11 +130,16 @@ class RayPPOTrainer:
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
                 "(data.train_batch_size / data.gen_batch_size); lower the batch size or add data"
             )
-        self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
+        collate = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        self.train_dataloader = create_rl_dataloader(
+            train_dataset, data, batch_size=batch_size, is_train=True, sampler=train_sampler, **collate
+        )
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
             val_batch_size = data.val_batch_size or len(val_dataset)
-            self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
+            self.val_dataloader = create_rl_dataloader(
+                val_dataset, data, batch_size=val_batch_size, is_train=False, **collate
+            )
 
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
@@ -157,6 +168,7 @@ class RayPPOTrainer:
                 worker_group.init_model()
         if self.ref_in_actor:
             self.ref_policy_wg = self.actor_rollout_wg
+        self.rollout_generator = build_rollout_generator(self.config, self.actor_rollout_wg)
 
     # ------------------------------------------------------------------ one training step, phase by phase
 
@@ -182,8 +194,8 @@ class RayPPOTrainer:
         """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
         gen_batch = split_generation_inputs(batch)
         gen_batch.meta_info = self._generation_meta(do_sample)
-        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.actor_rollout_wg.world_size)
-        output = unpad_dataproto(self.actor_rollout_wg.generate_sequences(gen_batch), pad_size)
+        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.rollout_generator.world_size)
+        output = unpad_dataproto(self.rollout_generator.generate_sequences(gen_batch), pad_size)
         worker_metrics = {f"timing_s/{k}": v for k, v in output.meta_info.pop("timing", {}).items()}
         worker_metrics.update(output.meta_info.pop("metrics", {}))
         batch = batch.union(output)
@@ -389,7 +401,7 @@ class RayPPOTrainer:
             return {}
         return run_validation(
             self.val_dataloader,
-            self.actor_rollout_wg,
+            self.rollout_generator,
             self.val_reward_fn,
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
@@ -431,9 +443,10 @@ class RayPPOTrainer:
             print("Training from scratch (no checkpoint to resume).")
             return 0
         print(f"Resuming from checkpoint {path}")
-        self.actor_rollout_wg.load_checkpoint(f"{path}/actor")
+        delete = self.config.trainer.del_local_ckpt_after_load
+        self.actor_rollout_wg.load_checkpoint(f"{path}/actor", del_local_after_load=delete)
         if self.use_critic:
-            self.critic_wg.load_checkpoint(f"{path}/critic")
+            self.critic_wg.load_checkpoint(f"{path}/critic", del_local_after_load=delete)
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])
         self.train_dataloader.load_state_dict(state["dataloader"])

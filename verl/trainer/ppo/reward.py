@@ -137,10 +137,21 @@ def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: 
     manager_cls = get_reward_manager_cls(config.reward_model.reward_manager)
     kwargs = {**_kwargs_dict(config.reward_model.reward_kwargs), **reward_kwargs}
     kwargs = _fill_overlong_settings(manager_cls, kwargs, config)
+    compute_score = get_custom_reward_fn(config)
+    sandbox = config.reward_model.sandbox_fusion
+    if compute_score is None and sandbox.url:
+        from verl.utils.reward_score import default_compute_score
+
+        compute_score = functools.partial(
+            default_compute_score,
+            sandbox_fusion_url=sandbox.url,
+            concurrent_semaphore=sandbox.max_concurrent,
+            memory_limit_mb=sandbox.memory_limit_mb,
+        )
     manager = manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,
-        compute_score=get_custom_reward_fn(config),
+        compute_score=compute_score,
         reward_fn_key=config.data.reward_fn_key,
         **kwargs,
     )

@@ -19,14 +19,27 @@ updated, before its only optimizer step, so ``old_log_probs = log_prob.detach()`
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
 import torch
 from torch import nn
 
 from verl.protocol import DataProto
-from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.utils.device import current_device
+from verl.utils.torch_functional import (
+    entropy_from_logits,
+    entropy_from_logits_with_chunking,
+    sum_pi_squared_from_logits,
+)
 from verl.workers.actor.base import BasePPOActor
+from verl.workers.actor.loss import (
+    actor_loss,
+    mini_batches,
+    needs_entropy,
+    reduce_step_metrics,
+    require_on_policy,
+    update_keys,
+)
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.head import check_fused_head_supported
@@ -48,10 +61,6 @@ MULTI_MODAL_KEY = "multi_modal_inputs"
 def _tensor_batch(data: DataProto):
     """The tensor batch, with row indices when samples carry ``multi_modal_inputs`` (to find them per micro-batch)."""
     return with_row_index(data.batch) if MULTI_MODAL_KEY in data.non_tensor_batch else data.batch
-
-
-def _scalar(value) -> float:
-    return float(value.detach().item()) if isinstance(value, torch.Tensor) else float(value)
 
 
 class DataParallelPPOActor(BasePPOActor):
@@ -85,9 +94,23 @@ class DataParallelPPOActor(BasePPOActor):
             check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
+    def _entropy_fn(self):
+        """None: the entropy comes with the log-probs, a chunk of rows at a time, its backward recomputing each
+        chunk (:mod:`verl.utils.chunked_logprobs`), which is what ``entropy_from_logits_with_chunking`` asks for.
+        With ``entropy_checkpointing`` it is computed from the logits (in chunks when asked) and recomputed in the
+        backward pass instead of storing its activations."""
+        if not self.config.entropy_checkpointing:
+            return None
+        entropy_fn = entropy_from_logits_with_chunking if self.config.entropy_from_logits_with_chunking else None
+        entropy_fn = entropy_fn or entropy_from_logits
+        return lambda logits: torch.utils.checkpoint.checkpoint(entropy_fn, logits, use_reentrant=False)
+
+    def _forward_micro_batch(
+        self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None, stat_fn=None
+    ):
         """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``multi_modal_rows`` is
-        the batch's ``multi_modal_inputs`` column (None for text)."""
+        the batch's ``multi_modal_inputs`` column (None for text); ``stat_fn`` replaces the entropy by another
+        per-token statistic of the logits."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -97,6 +120,7 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            entropy_fn=stat_fn or self._entropy_fn(),
             multi_modal_inputs=micro_batch_multi_modal_inputs(
                 multi_modal_rows, micro_batch, micro_batch["input_ids"].device
             ),
@@ -111,9 +135,16 @@ class DataParallelPPOActor(BasePPOActor):
             entropy = torch.where(valid, entropy[:, -response_length - 1 : -1], 0.0)
         return log_probs, entropy
 
-    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False):
+    def compute_sum_pi_squared(self, data: DataProto) -> torch.Tensor:
+        """``sum_v pi(v | s_t)^2`` ``(bs, R)`` at every response position (``actor.calculate_sum_pi_squared``, for the
+        optimal-token-baseline estimator); micro-batched like :meth:`compute_log_prob`."""
+        _, sum_pi_squared = self.compute_log_prob(data, calculate_entropy=True, stat_fn=sum_pi_squared_from_logits)
+        return sum_pi_squared
+
+    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False, stat_fn=None):
         """Log-probs ``(bs, R)`` of the responses; ``meta_info`` gives ``micro_batch_size``, ``temperature``,
-        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)``."""
+        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)`` (``stat_fn``: another
+        per-token statistic instead of the entropy)."""
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
@@ -130,7 +161,7 @@ class DataParallelPPOActor(BasePPOActor):
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
                 log_prob, entropy = self._forward_micro_batch(
-                    micro_batch, temperature, calculate_entropy, multi_modal_rows
+                    micro_batch, temperature, calculate_entropy, multi_modal_rows, stat_fn
                 )
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:
@@ -141,68 +172,15 @@ class DataParallelPPOActor(BasePPOActor):
 
     # ------------------------------------------------------------------ update
     def _mini_batches(self, data: DataProto, epoch: int) -> list[DataProto]:
-        if self.config.shuffle:
-            generator = torch.Generator().manual_seed(self.config.data_loader_seed + epoch)
-            data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
-        mini_batch_size = int(self.config.ppo_mini_batch_size)
-        if mini_batch_size <= 0 or len(data) % mini_batch_size:
-            raise ValueError(
-                f"per-rank batch of {len(data)} rows is not divisible by the per-rank ppo_mini_batch_size "
-                f"{mini_batch_size}; adjust actor.ppo_mini_batch_size / data.train_batch_size"
-            )
-        return data.split(mini_batch_size)
+        return mini_batches(self.config, data, epoch)
 
     def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
-        """The micro-batch's share of the mini-batch loss, and its metrics. Without ``old_log_probs`` (on-policy)
-        they are this forward's own log-probs, detached, and the entropy is measured for ``actor/entropy``."""
-        config = self.config
-        loss_agg_mode = config.loss_agg_mode
-        num_tokens, num_seqs = counts
-        entropy_coeff = config.entropy_coeff
-        on_policy = "old_log_probs" not in micro_batch.keys()
+        """The micro-batch's share of the mini-batch loss, and its metrics (without ``old_log_probs``, on-policy:
+        the entropy is measured too, for ``actor/entropy``)."""
         log_prob, entropy = self._forward_micro_batch(
-            micro_batch, temperature, entropy_coeff != 0 or on_policy, multi_modal_rows
+            micro_batch, temperature, needs_entropy(self.config, micro_batch), multi_modal_rows
         )
-        response_mask = micro_batch["response_mask"].to(log_prob.dtype)
-        policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
-        pg_loss, pg_metrics = policy_loss_fn(
-            old_log_prob=log_prob.detach() if on_policy else micro_batch["old_log_probs"],
-            log_prob=log_prob,
-            advantages=micro_batch["advantages"],
-            response_mask=response_mask,
-            loss_agg_mode=loss_agg_mode,
-            config=config,
-            rollout_is_weights=micro_batch.get("rollout_is_weights", None),
-            global_num_tokens=num_tokens,
-            global_num_seqs=num_seqs,
-        )
-        loss = pg_loss
-        metrics = {"actor/pg_loss": _scalar(pg_loss)}
-        for name, value in pg_metrics.items():
-            metrics[name if name.startswith("actor/") else f"actor/{name}"] = _scalar(value)
-        agg = dict(loss_agg_mode=loss_agg_mode, global_num_tokens=num_tokens, global_num_seqs=num_seqs)
-        if entropy is not None:
-            entropy_loss = agg_loss(entropy if entropy_coeff != 0 else entropy.detach(), response_mask, **agg)
-            if entropy_coeff != 0:
-                loss = loss - entropy_coeff * entropy_loss
-            metrics["actor/entropy"] = _scalar(entropy_loss)
-        if config.use_kl_loss:
-            kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
-            kl_loss = agg_loss(kld, response_mask, **agg)
-            loss = loss + config.kl_loss_coef * kl_loss
-            metrics["actor/kl_loss"] = _scalar(kl_loss)
-            metrics["actor/kl_coef"] = float(config.kl_loss_coef)
-        return loss, metrics
-
-    def _require_on_policy(self, data: DataProto) -> None:
-        """Without ``old_log_probs`` the step must be on-policy: one epoch over one mini-batch."""
-        epochs, mini_batch_size = int(self.config.ppo_epochs), int(self.config.ppo_mini_batch_size)
-        if epochs != 1 or len(data) != mini_batch_size:
-            raise ValueError(
-                f"update_policy got no old_log_probs, which only an on-policy step can take from its own forward "
-                f"pass; this one has ppo_epochs={epochs} and {len(data) // max(1, mini_batch_size)} mini-batches of "
-                f"{mini_batch_size} rows. Compute old_log_probs first (compute_log_prob)"
-            )
+        return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """``ppo_epochs`` × mini-batches × micro-batches with gradient accumulation; one optimizer step per
@@ -213,20 +191,12 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        select_keys = MODEL_INPUT_KEYS + ["response_mask", "advantages"]
-        if "old_log_probs" in data.batch.keys():
-            select_keys.append("old_log_probs")
-        else:
-            self._require_on_policy(data)
-        if config.use_kl_loss:
-            select_keys.append("ref_log_prob")
-        if "rollout_is_weights" in data.batch.keys():
-            select_keys.append("rollout_is_weights")
+        if "old_log_probs" not in data.batch.keys():
+            require_on_policy(config, data)
         data = data.select(
-            batch_keys=select_keys,
+            batch_keys=update_keys(config, data, MODEL_INPUT_KEYS),
             non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
         )
-        summed = {"actor/pg_loss", "actor/entropy", "actor/kl_loss"}
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
@@ -248,11 +218,9 @@ class DataParallelPPOActor(BasePPOActor):
                     for name, value in micro_metrics.items():
                         step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
-                for name, values in step_metrics.items():
-                    if name in summed:
-                        metrics[name].append(all_reduce_sum(sum(values), self.dp_group))
-                    else:
-                        metrics[name].append(sum(values) / len(values))
+                reduce = partial(all_reduce_sum, group=self.dp_group)
+                for name, value in reduce_step_metrics(step_metrics, reduce).items():
+                    metrics[name].append(value)
                 metrics["actor/grad_norm"].append(grad_norm)
         self.actor_optimizer.zero_grad(set_to_none=True)
         return dict(metrics)

@@ -52,7 +52,7 @@ class ModelSourceConfig(BaseConfig):
     """Run the model on packed (unpadded) tokens instead of the padded batch."""
 
     use_shm: bool = False
-    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
+    """Load the model from a copy in shared memory (``/dev/shm/verl-cache``), made once per machine."""
 
     use_fused_kernels: bool = False
     """Compute log-probs and entropy from the last hidden states in chunks (fused output layer), so the
@@ -63,8 +63,11 @@ class ModelSourceConfig(BaseConfig):
 
     @property
     def local_path(self) -> str:
-        """Loadable local path of the model (the embedded default is converted on first access)."""
-        return resolve_model_path(self.path)
+        """Loadable local path of the model: the embedded default converted on first access, an ``hdfs://`` path
+        copied to the local cache, and with ``use_shm`` the copy in ``/dev/shm``."""
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.path), use_shm=self.use_shm)
 
 
 @dataclass
@@ -103,4 +106,8 @@ class HFModelConfig(ModelSourceConfig):
     @property
     def local_tokenizer_path(self) -> str:
         """Loadable local path of the tokenizer (``tokenizer_path`` or else the model's path)."""
-        return resolve_model_path(self.tokenizer_path) if self.tokenizer_path else self.local_path
+        if not self.tokenizer_path:
+            return self.local_path
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.tokenizer_path), use_shm=self.use_shm)

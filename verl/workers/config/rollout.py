@@ -15,6 +15,66 @@ LOAD_FORMATS = ("dummy", "auto", "safetensors", "pt", "dummy_dtensor", "dummy_hf
 """verl's ``rollout.load_format`` values: ``dummy*`` start the engine from random weights (the actor's arrive by
 sync before the first generation); ``auto``/``hf``/``dtensor``/``safetensors``/``pt`` read the checkpoint."""
 
+ROLLOUT_MODES = ("sync", "async")
+"""``sync``: one batched ``generate`` per step inside the workers; ``async``: per-sample agent loops against
+inference servers (:mod:`verl.experimental.agent_loop`)."""
+
+TRUNCATE_SIDES = ("left", "middle", "right")
+"""Which part of an over-long tool response is kept: ``left`` keeps the start, ``right`` the end, ``middle`` both."""
+
+SANITY_CHECK_MODES = ("strict", "ignore_strippable", "disable")
+"""How turn-by-turn token ids are compared with the tokenization of the whole chat."""
+
+
+@dataclass
+class AgentLoopConfig(BaseConfig):
+    """The agent-loop workers of ``rollout.mode=async`` (verl's ``rollout.agent``)."""
+
+    num_workers: int = bounded_field(8, gt=0)
+    """Agent-loop worker actors; each runs the loops of its share of the batch concurrently."""
+
+    default_agent_loop: str = "single_turn_agent"
+    """Agent loop of rows without an ``agent_name`` column (``single_turn_agent``, ``tool_agent`` or a user loop)."""
+
+    agent_loop_config_path: str | None = None
+    """YAML list of ``{name, _target_, ...kwargs}`` entries registering user agent loops by class path."""
+
+
+@dataclass
+class MultiTurnConfig(BaseConfig):
+    """Multi-turn rollouts with tools and interactions (verl's ``rollout.multi_turn``); needs ``mode=async``."""
+
+    enable: bool = False
+    """Load the tools and interactions below for the ``tool_agent`` loop."""
+
+    max_assistant_turns: int | None = bounded_field(None, gt=0)
+    """Most model turns per trajectory; null: bounded by ``response_length`` only."""
+
+    max_user_turns: int | None = bounded_field(None, gt=0)
+    """Most tool or user turns per trajectory; null: bounded by ``response_length`` only."""
+
+    max_parallel_calls: int = bounded_field(1, gt=0)
+    """Tool calls executed from one model turn (later calls of the same turn are dropped)."""
+
+    max_tool_response_length: int = bounded_field(256, gt=0)
+    """Characters of a tool response kept (the rest is cut at ``tool_response_truncate_side``)."""
+
+    tool_response_truncate_side: str = choice_field("middle", TRUNCATE_SIDES)
+    """Which part of an over-long tool response is kept."""
+
+    tool_config_path: str | None = None
+    """YAML of the tools (verl's format: ``tools: [{class_name, config, tool_schema}]``)."""
+
+    interaction_config_path: str | None = None
+    """YAML of the interactions (``interaction: [{name, class_name, config}]``)."""
+
+    format: str = "hermes"
+    """Tool-call format of the model's text (``verl.experimental.agent_loop.tool_parser``): ``hermes``."""
+
+    tokenization_sanity_check_mode: str = choice_field("strict", SANITY_CHECK_MODES)
+    """Compare turn-by-turn token ids with the whole chat's tokenization: ``strict`` (ids equal),
+    ``ignore_strippable`` (texts equal up to whitespace) or ``disable``; a mismatch is logged and counted."""
+
 
 @dataclass
 class SamplingConfig(BaseConfig):
@@ -44,8 +104,9 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """Registered generation backend (``verl.workers.rollout.get_rollout_class``): built in are ``vllm``,
     ``sglang`` and ``hf``; ``@register_rollout`` adds more. Validation rejects an unregistered name."""
 
-    mode: str = choice_field("sync", ("sync",))
-    """Engine mode; only ``sync`` (one batched ``generate`` call per step) is available in this build."""
+    mode: str = choice_field("sync", ROLLOUT_MODES)
+    """``sync``: one batched ``generate`` per step in the workers; ``async``: inference servers in the workers
+    driven by per-sample agent loops (multi-turn, tools; :mod:`verl.experimental.agent_loop`)."""
 
     prompt_length: int = bounded_field(128, gt=0)
     """Longest prompt in tokens (prompts are left-padded to it); the shipped YAML ties it to the data."""
@@ -75,7 +136,8 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """How the engine initialises weights; ``dummy`` starts random and takes the actor's weights by sync."""
 
     layered_summon: bool = False
-    """Gather FSDP parameters one layer at a time when syncing weights to the engine (lower peak memory)."""
+    """Sync weights to the engine one gathered tensor at a time instead of 256 MiB buckets (lower peak memory,
+    more transfers)."""
 
     tensor_model_parallel_size: int = bounded_field(1, gt=0)
     """Tensor-parallel degree of the generation engine."""
@@ -109,6 +171,12 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """Extra keyword arguments per backend, passed to the engine as they are and checked against its arguments
     (``vllm.EngineArgs`` fields, SGLang ``ServerArgs`` fields), e.g. ``{vllm: {swap_space: 4}}``; they override
     what the keys above set."""
+
+    agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)
+    """Agent-loop workers of ``mode=async``."""
+
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
+    """Multi-turn rollouts with tools and interactions (``mode=async``)."""
 
     val_kwargs: SamplingConfig = field(
         default_factory=lambda: SamplingConfig(temperature=0.0, top_k=-1, top_p=1.0, n=1, do_sample=False)

@@ -87,11 +87,13 @@ class FSDPSGLangShardingManager(BaseShardingManager):
         Every flat bucket stays alive until the engine has answered for the last one and flushed its cache: the
         schedulers read the buckets in place, and their copies, queued on their own CUDA streams, are long done
         by then. The sync so holds one extra copy of the weights in the engine dtype."""
-        from verl.workers.sharding_manager.fsdp_vllm import iter_actor_weights
+        from verl.workers.engine.fsdp.weights import iter_full_state_dict
 
         live: list[torch.Tensor] = []
         count = 0
-        pairs = iter_actor_weights(self.module, self.bucket_bytes, self.engine_dtype)
+        # (hf_name, full tensor) on the actor's device, LoRA merged, shards cast before the gather; every rank walks
+        # the same tensors, so the FSDP all-gathers line up
+        pairs = iter_full_state_dict(self.module, bucket_bytes=self.bucket_bytes, dtype=self.engine_dtype)
         for named_tensors in iter_buckets(pairs, self.bucket_bytes):
             payload, flat = serialize_bucket(named_tensors)
             live.append(flat)

@@ -68,7 +68,8 @@ class FSDPVLLMShardingManager(BaseShardingManager):
         super().__init__()
         self.module = module
         self.inference_engine = inference_engine
-        self.bucket_bytes = bucket_bytes
+        # layered_summon: gather and send one tensor at a time (lowest peak memory, more transfers)
+        self.bucket_bytes = 0 if rollout_config.layered_summon else bucket_bytes
         self.free_cache_engine = bool(rollout_config.free_cache_engine)
         model_config = inference_engine.llm_engine.model_config
         self.sleep_enabled = bool(getattr(model_config, "enable_sleep_mode", False))
@@ -86,6 +87,11 @@ class FSDPVLLMShardingManager(BaseShardingManager):
         self.tp_rank = tp_group.rank_in_group
         self.tp_cpu_group = tp_group.cpu_group
 
+    def iter_weights(self, dtype: torch.dtype | None = None):
+        """``(hf_name, full tensor)`` pairs to stream into the engine, cast to ``dtype`` (a collective over the
+        training ranks)."""
+        return iter_actor_weights(self.module, self.bucket_bytes, dtype)
+
     def sync_weights(self) -> int:
         """Stream the actor's weights into the engine; returns the number of tensors sent."""
         count = 0
@@ -96,11 +102,10 @@ class FSDPVLLMShardingManager(BaseShardingManager):
                 count += 1
                 yield pair
 
+        weights = counted(self.iter_weights(self.engine_dtype if self.load_in_place else None))
         if self.load_in_place:
-            weights = counted(iter_actor_weights(self.module, self.bucket_bytes, self.engine_dtype))
             self.inference_engine.apply_model(lambda model: _load_weights_in_place(model, weights))
         else:
-            weights = counted(iter_actor_weights(self.module, self.bucket_bytes))
             self.inference_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         return count
 

@@ -5,11 +5,14 @@ Usage: ``torchrun --nproc-per-node N -m tests.workers.rollout.vllm_rollout.tp_wo
 (ENGINE: ``vllm`` (default) or ``sglang``; on a GPU machine each rank takes GPU ``LOCAL_RANK`` and the engine
 runs in bf16). The prompts are split evenly over the ranks; the TP group gathers them, generates greedily, and
 each rank keeps its share.
+Then (vllm) the same engine serves single requests (``rollout.mode=async``): rank 0 sends every prompt
+at once, the other ranks step in lockstep with it.
 """
 
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
@@ -23,6 +26,22 @@ from tests.workers.rollout.helpers import (
     rollout_config,
 )
 from verl.workers.rollout import build_rollout
+from verl.workers.rollout.async_server import get_async_server_class
+
+
+def serve_single_requests(rollout, manager, tokenizer) -> list[list[int]]:
+    """Greedy outputs of every prompt sent at once to the async server (only the TP leader takes requests)."""
+    server = get_async_server_class("vllm")(rollout)
+    served = []
+    with manager:
+        server.start()
+        if server.is_leader:
+            with ThreadPoolExecutor(len(PROMPTS)) as pool:
+                request = {"temperature": 0.0, "max_tokens": 8}
+                ids = [tokenizer(text).input_ids for text in PROMPTS]
+                served = [out.token_ids for out in pool.map(lambda p: server.generate(p, request, "tp"), ids)]
+        server.stop()
+    return served
 
 
 def main(model_dir: str, out_dir: str, engine: str = "vllm") -> None:
@@ -44,8 +63,10 @@ def main(model_dir: str, out_dir: str, engine: str = "vllm") -> None:
     with manager:
         prompts = manager.preprocess_data(make_prompts(tokenizer, texts, meta_info={"do_sample": False}))
         output = manager.postprocess_data(rollout.generate_sequences(prompts))
+    served = serve_single_requests(rollout, manager, tokenizer) if engine == "vllm" else []
     with open(f"{out_dir}/rank{rank}.json", "w") as handle:
-        json.dump({"tp_size": manager.tp_size, "responses": output.batch["responses"].tolist()}, handle)
+        record = {"tp_size": manager.tp_size, "responses": output.batch["responses"].tolist(), "served": served}
+        json.dump(record, handle)
     rollout.shutdown()
     if dist.is_initialized():
         dist.destroy_process_group()

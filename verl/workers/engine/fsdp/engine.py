@@ -100,9 +100,7 @@ class FSDPEngine:
         if self.use_torch_compile:
             compile_decoder_layers(module)
         mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision, self.config.model_dtype)
-        self.module = sharding.apply_fsdp2(
-            module, self.device_mesh, mp_policy, self.config.param_offload, self.config.reshard_after_forward
-        )
+        self.module = sharding.apply_fsdp2(module, self.device_mesh, mp_policy, self.config)
         if self.model_config.enable_activation_offload and self.role != "ref":
             self.activation_offload = ActivationOffload(self.module)
         self._forward_module = self.module

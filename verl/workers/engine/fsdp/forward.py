@@ -12,6 +12,8 @@ through the fused head (:mod:`verl.workers.engine.fsdp.head`), so the ``(T, V)``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -63,10 +65,18 @@ def _require_packing(ulysses: UlyssesMesh | None) -> None:
         )
 
 
-def _log_prob_heads(temperature: float, calculate_entropy: bool, compiled: bool) -> PerTokenHeads:
-    """Per-token log-probs (and entropy) from ``(t, V)`` logits, chunked (:func:`log_probs_from_logits`)."""
+def _log_prob_heads(
+    temperature: float, calculate_entropy: bool, compiled: bool, entropy_fn: Callable | None = None
+) -> PerTokenHeads:
+    """Per-token log-probs (and entropy, or ``entropy_fn`` of the float32 tempered logits) from ``(t, V)`` logits,
+    chunked (:func:`log_probs_from_logits`)."""
 
     def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+        if calculate_entropy and entropy_fn is not None:
+            # the statistic reads the logits: log-probs must not take them over in backward
+            statistic = entropy_fn(logits.float() / temperature)
+            log_probs, _ = log_probs_from_logits(logits.clone(), labels, temperature, compiled=compiled)
+            return [log_probs, statistic]
         log_probs, entropy = log_probs_from_logits(logits, labels, temperature, calculate_entropy, compiled=compiled)
         return [log_probs] if entropy is None else [log_probs, entropy]
 
@@ -86,6 +96,7 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
+    entropy_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
     multi_modal_inputs: dict | None = None,
     ulysses: UlyssesMesh | None = None,
     use_fused_kernels: bool = False,
@@ -93,13 +104,18 @@ def forward_log_probs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
 
-    ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in
-    row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``.
-    ``use_fused_kernels`` runs the fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile."""
+    ``entropy_fn`` maps float32 tempered logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the
+    second slot instead of the chunked entropy (the actor's ``entropy_checkpointing``, or another statistic such as
+    ``sum_v pi_v^2``); it needs the logits, so not with ``use_fused_kernels``. ``multi_modal_inputs``
+    (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in row order) go to the
+    model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``. ``use_fused_kernels`` runs the
+    fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_fused_kernels and ulysses is not None and ulysses.enabled:
         raise ValueError("model.use_fused_kernels=True does not combine with ulysses_sequence_parallel_size > 1")
+    if use_fused_kernels and entropy_fn is not None and calculate_entropy:
+        raise ValueError("a per-token statistic of the logits (entropy_fn) needs them: not with use_fused_kernels")
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
         if use_fused_kernels:
@@ -107,7 +123,7 @@ def forward_log_probs(
             with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
                 outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs)
         else:
-            heads = _log_prob_heads(temperature, calculate_entropy, compiled)
+            heads = _log_prob_heads(temperature, calculate_entropy, compiled, entropy_fn)
             outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
         entropy = packed.unpack(outputs[1]) if calculate_entropy else None
         return packed.unpack(outputs[0]), entropy
