@@ -28,9 +28,19 @@ def test_the_demo_step_is_on_policy():
         ["algorithm.use_kl_in_reward=True"],
         ["actor_rollout_ref.rollout.calculate_log_probs=True"],
         ["actor_rollout_ref.rollout.calculate_log_probs=True", "algorithm.rollout_correction.rollout_is=token"],
-        ["algorithm.adv_estimator=optimal_token_baseline"],
+        ["algorithm.adv_estimator=optimal_token_baseline", "actor_rollout_ref.actor.calculate_sum_pi_squared=True"],
+        ["actor_rollout_ref.actor.calculate_sum_pi_squared=True"],
     ],
-    ids=["switched-off", "two-epochs", "two-mini-batches", "kl-in-reward", "rollout-diagnostics", "rollout-is", "otb"],
+    ids=[
+        "switched-off",
+        "two-epochs",
+        "two-mini-batches",
+        "kl-in-reward",
+        "rollout-diagnostics",
+        "rollout-is",
+        "otb",
+        "sum-pi-squared",
+    ],
 )
 def test_steps_that_need_the_pass_keep_it(overrides):
     assert not old_log_probs_from_update(_config(*overrides))

@@ -79,8 +79,8 @@ def old_log_probs_from_update(config: Any) -> bool:
     batch, before its only optimizer step, so its log-probs are π_old's. Not allowed when something reads
     ``old_log_probs`` before the update: the KL penalty in the reward (``algorithm.use_kl_in_reward``), rollout
     correction (``algorithm.rollout_correction`` importance weights, rejection, veto or bypass), the rollout-vs-
-    training log-prob diagnostics a user asks for with ``rollout.calculate_log_probs``, or an advantage estimator
-    that takes them.
+    training log-prob diagnostics a user asks for with ``rollout.calculate_log_probs``, an advantage estimator
+    that takes them, or ``actor.calculate_sum_pi_squared`` (computed in that pass).
     """
     actor = config.actor_rollout_ref.actor
     if not bool(getattr(actor, "skip_old_log_prob_on_policy", True)):
@@ -93,6 +93,8 @@ def old_log_probs_from_update(config: Any) -> bool:
         for key in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold", "bypass_mode")
     )
     diagnostics = bool(getattr(config.actor_rollout_ref.rollout, "calculate_log_probs", False))
-    if config.algorithm.use_kl_in_reward or corrects or diagnostics:
+    # the log-prob pass also computes sum_v pi^2 (actor.calculate_sum_pi_squared)
+    sum_pi_squared = bool(getattr(actor, "calculate_sum_pi_squared", False))
+    if config.algorithm.use_kl_in_reward or corrects or diagnostics or sum_pi_squared:
         return False
     return "old_log_probs" not in estimator_inputs(config.algorithm.adv_estimator)
