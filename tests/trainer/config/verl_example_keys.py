@@ -145,17 +145,18 @@ WORKING = [
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
     "critic.ulysses_sequence_parallel_size=2",
     "data.image_key=images",
+    "actor_rollout_ref.model.use_fused_kernels=True",
+    "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
 ]
 """verl example overrides that this build runs."""
 
 PINNED = {
     "actor_rollout_ref.rollout.data_parallel_size=1": 14,
     "actor_rollout_ref.rollout.expert_parallel_size=1": 14,
-    "actor_rollout_ref.model.use_fused_kernels=True": 15,
-    "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton": 15,
     "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8": 16,
     "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2": 16,
     "actor_rollout_ref.actor.megatron.context_parallel_size=2": 16,
+    "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton": 15,
 }
 """verl example overrides that fail before Ray starts with "not supported yet" and the issue they wait on."""
 

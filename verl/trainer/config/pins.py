@@ -13,13 +13,11 @@ from verl.utils.registry import Pin
 
 AGENT = Pin("agent-loop tracing (rollout.trace)", 17)
 ROLLOUT_PARALLELISM = Pin("data / expert parallelism inside the rollout engine", 14)
-FUSED_KERNELS = Pin("fused log-prob/entropy kernels", 15)
 
 PINNED_KEYS: dict[str, Pin] = {
     "actor_rollout_ref.rollout.trace": AGENT,
     "actor_rollout_ref.rollout.data_parallel_size": ROLLOUT_PARALLELISM,
     "actor_rollout_ref.rollout.expert_parallel_size": ROLLOUT_PARALLELISM,
-    "actor_rollout_ref.model.fused_kernel_options": FUSED_KERNELS,
 }
 """Key path -> pin, for keys the schema does not declare (a pinned path covers every key below it)."""
 
