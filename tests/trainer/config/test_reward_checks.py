@@ -74,6 +74,15 @@ def test_judge_settings():
     assert "reward_model.rollout.tensor_model_parallel_size=2" in text and "num_workers" in text
 
 
+def test_judge_engine_must_be_registered_for_the_judge():
+    # sglang is a registered rollout engine, but no judge engine registers it
+    errors = _errors(JUDGE + ["reward_model.rollout.name=sglang"])
+    assert any(
+        "reward_model.rollout.name='sglang' is not a registered judge engine; registered: hf, vllm" in e for e in errors
+    )
+    assert load_config(JUDGE + ["reward_model.rollout.name=hf"]).reward_model.rollout.name == "hf"
+
+
 def test_combine_names_sources_that_run():
     errors = _errors(JUDGE + ["+reward_model.combine.weights={rule: 1.0, model: 1.0, human: 2.0}"])
     text = "\n".join(errors)

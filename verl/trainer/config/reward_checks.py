@@ -50,10 +50,15 @@ def _discriminative_errors(cfg: PPOConfig) -> list[str]:
 
 
 def _judge_errors(rm: RewardModelConfig) -> list[str]:
+    from verl.workers.reward_model.judge.engines import JUDGE_ENGINE_REGISTRY
     from verl.workers.reward_model.judge.prompts import template_errors
 
     judge, rollout = rm.judge, rm.rollout
     errors = template_errors(judge.prompt_template)
+    # reward_model.rollout.name is also a rollout-registry field; the judge has its own (smaller) set of engines
+    engine_error = JUDGE_ENGINE_REGISTRY.error(rollout.name, key="reward_model.rollout.name")
+    if engine_error is not None:
+        errors.append(engine_error)
     if judge.max_score <= judge.min_score:
         errors.append(
             f"reward_model.judge.max_score={judge.max_score} must exceed reward_model.judge.min_score={judge.min_score}"
