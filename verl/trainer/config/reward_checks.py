@@ -5,6 +5,7 @@ Each message names every key involved and the fix; they run before Ray or any mo
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from verl.trainer.config.root import PPOConfig
@@ -55,10 +56,12 @@ def _judge_errors(rm: RewardModelConfig) -> list[str]:
 
     judge, rollout = rm.judge, rm.rollout
     errors = template_errors(judge.prompt_template)
-    # reward_model.rollout.name is also a rollout-registry field; the judge has its own (smaller) set of engines
-    engine_error = JUDGE_ENGINE_REGISTRY.error(rollout.name, key="reward_model.rollout.name")
-    if engine_error is not None:
-        errors.append(engine_error)
+    module = JUDGE_ENGINE_REGISTRY.info(rollout.name).get("requires")
+    if module is not None and importlib.util.find_spec(module) is None:
+        errors.append(
+            f"reward_model.rollout.name={rollout.name!r} needs the {module!r} package, which is not installed; "
+            "install it or choose another judge engine (e.g. reward_model.rollout.name=hf)"
+        )
     if judge.max_score <= judge.min_score:
         errors.append(
             f"reward_model.judge.max_score={judge.max_score} must exceed reward_model.judge.min_score={judge.min_score}"
