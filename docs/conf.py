@@ -12,9 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import verl
-
+# Document the tree this file is in, whichever verl the environment has installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
+
+import verl  # noqa: E402 - after the path set-up above
 
 project = "verl"
 author = "verl contributors"
