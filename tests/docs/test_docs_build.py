@@ -32,6 +32,7 @@ def _copy_docs(target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow  # about 45 s of CPU (imports every documented module), several minutes on a loaded machine
 def test_the_site_builds_without_warnings(tmp_path):
     source = _copy_docs(tmp_path / "docs")
     result = _build(source, tmp_path / "html")
