@@ -88,6 +88,7 @@ def _draw(panel: Panel, keys: list[str], runs: list[Run], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
     styles = ["-", "--", ":", "-."]
@@ -103,6 +104,7 @@ def _draw(panel: Panel, keys: list[str], runs: list[Run], path: Path) -> None:
             ax.plot(steps, values, styles[index % len(styles)], marker=marker, markersize=4, label=label)
     ax.set_title(panel.title)
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     if panel.ylabel:
         ax.set_ylabel(panel.ylabel)
     ax.grid(alpha=0.3)
