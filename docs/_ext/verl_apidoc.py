@@ -130,8 +130,8 @@ def _directive(obj: object) -> str:
 
 
 def render(page: ModulePage, pages: dict[str, ModulePage]) -> str:
-    """The reStructuredText of one module's page: the module docstring, then each exported name documented here,
-    as an alias of the object's own entry, or (imported names) as a link to that entry."""
+    """The reStructuredText of one module's page: the module docstring, then each exported name, documented in full
+    when this is its home (or it has no other page), else as a short alias entry linking to its home."""
     module = importlib.import_module(page.name)
     lines = [page.name, "=" * len(page.name), "", f".. automodule:: {page.name}", "   :no-members:", ""]
     for name in page.exported:
@@ -140,7 +140,7 @@ def render(page: ModulePage, pages: dict[str, ModulePage]) -> str:
         if _directive(obj) == "autodata" and not page.bound.get(name):
             # autodoc would show the docstring of the value's type (``dict``'s, ``str``'s): declare the name instead
             lines += [f".. py:data:: {name}", f"   :module: {page.name}", "", f"   A ``{type(obj).__name__}``.", ""]
-        elif home == f"{page.name}.{name}" or (home is None and name in page.bound) or home is None:
+        elif home is None or home == f"{page.name}.{name}":
             lines += [f".. {_directive(obj)}:: {page.name}.{name}", ""]
         elif name in page.bound:
             lines += [f".. py:data:: {name}", f"   :module: {page.name}", "", f"   Alias of :py:obj:`{home}`.", ""]
