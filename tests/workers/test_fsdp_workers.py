@@ -178,3 +178,17 @@ def test_sequence_parallel_roles_dispatch_one_copy_per_group(groups):
     batch.batch["values"] = values
     batch.batch["returns"] = torch.randn(old.shape) * mask
     assert critic_wg.update_critic(batch).meta_info["metrics"]["critic/grad_norm"][0] > 0
+
+
+def test_load_tokenizer_applies_the_custom_chat_template():
+    from tests.support.models import smollm2_path
+    from verl.workers.config import HFModelConfig
+    from verl.workers.fsdp_workers import load_tokenizer
+
+    template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
+    tokenizer = load_tokenizer(HFModelConfig(path=smollm2_path(), custom_chat_template=template))
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
+    assert text == "<<hi>>A:"
+    assert load_tokenizer(HFModelConfig(path=smollm2_path())).chat_template != template

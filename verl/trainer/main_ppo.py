@@ -16,7 +16,7 @@ from typing import Any
 
 import hydra
 
-__all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
+__all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset", "create_rl_sampler"]
 
 LAUNCH_ARGV_ENV = "VERL_LAUNCH_ARGV"
 """Environment variable with the command-line overrides of this launch (a JSON list), set by :func:`cli` and passed to
@@ -132,6 +132,14 @@ def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_tra
     return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples)
 
 
+def create_rl_sampler(data_config, dataset):
+    """The resumable training sampler (``verl.utils.dataset.sampler.create_rl_sampler``): shuffled with ``data.seed``
+    when ``data.shuffle``."""
+    from verl.utils.dataset.sampler import create_rl_sampler as _create
+
+    return _create(data_config, dataset)
+
+
 def run_ppo(config, task_runner_class=None) -> None:
     """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor. Ctrl-C stops the run within
     seconds (see :func:`_stop_on_interrupt`)."""
@@ -186,29 +194,21 @@ class TaskRunner:
     """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``."""
 
     def run(self, config) -> None:
-        from transformers import AutoTokenizer
-
-        from verl.utils.logging_utils import configure_verl_logging
-
-        configure_verl_logging()
-
         from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
         from verl.trainer.ppo.ray_trainer import RayPPOTrainer
         from verl.trainer.ppo.reward import load_reward_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
-        from verl.workers.config.model import resolve_model_path
+        from verl.utils.logging_utils import configure_verl_logging
+        from verl.workers.fsdp_workers import load_tokenizer
 
-        model_path = resolve_model_path(config.actor_rollout_ref.model.path)
-        tokenizer_path = config.actor_rollout_ref.model.tokenizer_path or model_path
-        tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_path, trust_remote_code=config.actor_rollout_ref.model.trust_remote_code
-        )
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        configure_verl_logging()
+
+        tokenizer = load_tokenizer(config.actor_rollout_ref.model)
         from verl.utils import hf_processor
 
-        trust_remote_code = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
-        processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
+        model = config.actor_rollout_ref.model
+        # None for text models
+        processor = hf_processor(model.local_tokenizer_path, trust_remote_code=model.trust_remote_code)
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
         resource_pool_manager = ResourcePoolManager(
@@ -223,6 +223,7 @@ class TaskRunner:
 
         trainer = RayPPOTrainer(
             config=config,
+            train_sampler=create_rl_sampler(config.data, train_dataset),
             tokenizer=tokenizer,
             processor=processor,
             role_worker_mapping=role_worker_mapping,
@@ -288,11 +289,26 @@ def main(config) -> None:
         sys.exit(2)
 
 
+def _config_name(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        for flag in ("--config-name", "-cn"):
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+    return None
+
+
 def cli() -> None:
-    """Check the command-line keys (nearest valid key on a typo) before Hydra composes, then run ``main``."""
-    from verl.trainer.config.loader import ConfigError, check_overrides
+    """Normalise verl spellings (``+existing.key=``, renamed keys), check the command-line keys (nearest valid key on
+    a typo, "not supported yet" for pinned features) before Hydra composes, then run ``main``."""
+    from verl.trainer.config.loader import ConfigError, check_config_name, check_overrides, normalize_overrides
 
     try:
+        config_name = _config_name(sys.argv[1:])
+        if config_name is not None:
+            check_config_name(config_name)
+        sys.argv[1:] = normalize_overrides(sys.argv[1:])
         check_overrides(sys.argv[1:])
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)

@@ -50,12 +50,13 @@ def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh)
 
 
 def load_tokenizer(model_config: HFModelConfig):
-    from transformers import AutoTokenizer
+    """The model's tokenizer (``tokenizer_path`` when set) with a pad token and ``custom_chat_template`` applied;
+    the trainer and every worker load it the same way, so prompts and responses are templated alike."""
+    from verl.utils.tokenizer import hf_tokenizer
 
-    path = model_config.local_tokenizer_path
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_config.trust_remote_code)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = hf_tokenizer(model_config.local_tokenizer_path, trust_remote_code=model_config.trust_remote_code)
+    if model_config.custom_chat_template is not None:
+        tokenizer.chat_template = model_config.custom_chat_template
     return tokenizer
 
 
@@ -181,9 +182,10 @@ class ActorRolloutRefWorker(Worker):
         temperature = float(self.config.rollout.temperature)
         meta = log_prob_meta(self.config.rollout, temperature)
         log_probs, entropys = actor.compute_log_prob(data, meta, calculate_entropy=True)
-        return DataProto.from_dict(
-            tensors={"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": temperature}
-        )
+        tensors = {"old_log_probs": log_probs, "entropys": entropys}
+        if self.config.actor.calculate_sum_pi_squared:
+            tensors["sum_pi_squared"] = actor.actor.compute_sum_pi_squared(data)
+        return DataProto.from_dict(tensors=tensors, meta_info={"temperature": temperature})
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:

@@ -108,3 +108,10 @@ def test_sft_accepts_sp2():
         SFTConfig,
     )
     assert cfg.ulysses_sequence_parallel_size == 2 and cfg.model.use_remove_padding
+
+
+def test_vision_language_models_are_refused(tmp_path):
+    config = {"vision_config": {"depth": 2}, "text_config": {"num_attention_heads": 4, "num_key_value_heads": 2}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    message = _error([*SP2, f"actor_rollout_ref.model.path={tmp_path}"])
+    assert "is a vision-language model, which sequence parallelism does not support" in message

@@ -1,10 +1,11 @@
 """MegatronCheckpointManager on 2 gloo ranks, and the ``megatron`` model-merger backend.
 
 A TP=2 actor takes one PPO step and saves (model, Adam moments, LR schedule, RNG, HF export), then takes a second
-step. Loading the checkpoint into a fresh TP=2 engine and into a TP=1 x DP=2 engine with the ZeRO-1 optimizer (a
-different layout) restores exactly the saved weights and learning rate, and the second step then gives the same
-loss, grad norm and weights as the original engine. ``python -m verl.model_merger merge --backend megatron`` turns
-the checkpoint into a Hugging Face folder holding exactly the saved weights.
+step. A PP=2 engine with ``megatron.use_dist_checkpointing`` starts from the saved weights. Loading the checkpoint
+into a fresh TP=2 engine and into a TP=1 x DP=2 engine with the ZeRO-1 optimizer (a different layout) restores
+exactly the saved weights and learning rate, and the second step then gives the same loss, grad norm and weights
+as the original engine. ``python -m verl.model_merger merge --backend megatron`` turns the checkpoint into a
+Hugging Face folder holding exactly the saved weights.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def _checkpoint_rank(rank, world, path, batches, folder):
     out["saved"] = {k: v.clone() for k, v in engine.iter_full_state_dict()}
     out["original"] = _step(engine, actor, batches[1])
     out["original_params"] = dict(engine.iter_full_state_dict())
+    # megatron.use_dist_checkpointing: a new engine starts from the checkpoint's weights instead of the HF files
+    engine, _ = megatron_actor(path, pp=2, micro=1, use_dist_checkpointing=True, dist_checkpointing_path=folder)
+    out["dist_checkpointing_loaded"] = dict(engine.iter_full_state_dict())
     for name, layout in (("same", dict(tp=2)), ("resharded", dict(tp=1, use_distributed_optimizer=True))):
         engine, actor = megatron_actor(path, optim_overrides=WARMUP, **layout)
         _manager(engine).load_checkpoint(folder)
@@ -69,6 +73,8 @@ def test_save_resume_reshard_and_merge(tmp_path):
     folder = str(tmp_path / "global_step_1" / "actor")
     result = run_on_ranks(_checkpoint_rank, 2, path, batches, folder)[0]
     saved, original = result["saved"], result["original"]
+    for key, tensor in saved.items():
+        assert torch.equal(result["dist_checkpointing_loaded"][key], tensor), f"use_dist_checkpointing: {key}"
     for name in ("same", "resharded"):
         for key, tensor in saved.items():
             assert torch.equal(result[f"{name}_loaded"][key], tensor), f"{name}: {key} not restored"

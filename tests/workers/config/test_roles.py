@@ -28,7 +28,7 @@ HOMONYMS = {
     "name": "rollout backend vs a function name vs a dataset class name",
     "path": "model folder vs the file of a reward function or dataset class",
     "reward_kwargs": "keyword arguments of the reward manager vs of the custom reward function",
-    "seed": "data shuffle seed vs worker RNG seed",
+    "seed": "data shuffle seed vs worker RNG seed vs the Megatron engine's initialisation seed",
     "shuffle": "dataset order per epoch vs sequence order within a PPO step",
     "total_training_steps": "the run's step limit vs the schedule length the trainer fills into the optimizer",
     "trust_remote_code": "code shipped with the tokenizer (data) vs with the model",

@@ -170,6 +170,15 @@ def _algorithm_errors(cfg: PPOConfig) -> list[str]:
             f"algorithm.adv_estimator={algo.adv_estimator} compares responses of the same prompt and needs "
             f"actor_rollout_ref.rollout.n > 1 (got {rollout.n}); set actor_rollout_ref.rollout.n=4 or more"
         )
+    if (
+        _estimator_registered(cfg)
+        and "sum_pi_squared" in estimator_inputs(algo.adv_estimator)
+        and not actor.calculate_sum_pi_squared
+    ):
+        errors.append(
+            f"algorithm.adv_estimator={algo.adv_estimator} needs sum_v pi^2 per token: set "
+            "actor_rollout_ref.actor.calculate_sum_pi_squared=True"
+        )
     if actor.kl_loss_type.rstrip("+") not in KL_LOSS_TYPES:
         errors.append(
             f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not allowed; allowed values: "
@@ -199,6 +208,12 @@ def _reward_errors(cfg: PPOConfig) -> list[str]:
             errors.append(
                 f"reward_model.reward_kwargs.overlong_buffer_cfg has unknown keys {unknown}; valid: {sorted(valid)}"
             )
+    if cfg.reward_model.launch_reward_fn_async and cfg.algorithm.filter_groups.enable:
+        errors.append(
+            "reward_model.launch_reward_fn_async=True cannot overlap scoring with the log-prob computations while "
+            "algorithm.filter_groups.enable=True (dynamic sampling needs each batch's scores before the next one); "
+            "turn one of them off"
+        )
     enabled = cfg.reward_model.overlong_buffer.enable or (
         isinstance(buffer_kwargs, dict) and bool(buffer_kwargs.get("enable"))
     )

@@ -11,12 +11,11 @@ import json
 import os
 
 from verl.trainer.config.root import PPOConfig
-from verl.utils.ulysses import head_split_error
 
 
-def model_heads(path: str) -> tuple[int, int] | None:
-    """``(attention heads, KV heads)`` from ``path/config.json`` (its ``text_config`` for a multimodal model), or
-    None when the folder is not on disk yet (a hub id, or the embedded default before its first conversion)."""
+def _config_json(path: str) -> dict | None:
+    """``path/config.json``, or None when the folder is not on disk yet (a hub id, or the embedded default before
+    its first conversion)."""
     if path in ("default", ""):
         from verl.utils.default_model import DEFAULT_MODEL_NAME, cache_dir
 
@@ -25,7 +24,14 @@ def model_heads(path: str) -> tuple[int, int] | None:
     if not os.path.isfile(config_file):
         return None
     with open(config_file) as handle:
-        config = json.load(handle)
+        return json.load(handle)
+
+
+def model_heads(path: str) -> tuple[int, int] | None:
+    """``(attention heads, KV heads)`` from ``path/config.json`` (its ``text_config`` for a multimodal model)."""
+    config = _config_json(path)
+    if config is None:
+        return None
     config = config.get("text_config") or config
     if "num_attention_heads" not in config:
         return None
@@ -46,8 +52,16 @@ def _role_errors(key: str, sp: int, world: int, use_remove_padding: bool, rmpad_
             f"{key}.ulysses_sequence_parallel_size={sp} needs remove-padding (packed sequences are split over the "
             f"group): set {rmpad_key}=True"
         )
+    config = _config_json(path)
+    if config is not None and config.get("vision_config") is not None:
+        errors.append(
+            f"{key}.ulysses_sequence_parallel_size={sp}: {path} is a vision-language model, which sequence "
+            "parallelism does not support (image features are merged by token position); set it to 1"
+        )
     heads = model_heads(path)
     if heads is not None:
+        from verl.utils.ulysses import head_split_error  # lazy: verl.utils.ulysses imports torch
+
         error = head_split_error(*heads, sp, key=f"{key}.ulysses_sequence_parallel_size")
         if error:
             errors.append(f"{error} (model {path})")

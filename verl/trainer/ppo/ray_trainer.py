@@ -7,8 +7,9 @@ One step of :meth:`RayPPOTrainer.fit`, top to bottom::
     -> [finite check] -> critic update -> actor update (after critic_warmup) -> [finite loss check] -> metrics
 
 Scoring runs the reward-model worker group (``rm_scores``) and then the reward function; with
-``reward_model.launch_reward_fn_async`` the reward function runs in a Ray task while the log-probs and values
-are computed, and its scores are collected just before the advantages (``reward.compute_reward_async``).
+``reward_model.launch_reward_fn_async`` the reward function runs in another process (a Ray actor) while the
+log-probs and values are computed, and its scores are collected just before the advantages
+(``reward.compute_reward_async``).
 
 Every algorithmic choice comes from the config through the registries in ``core_algos``; the driver only
 moves ``DataProto`` batches between worker groups. Validation, checkpoint files, dynamic sampling, worker
@@ -27,6 +28,7 @@ from tqdm import tqdm
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+from verl.trainer.config.root import PPOConfig
 from verl.trainer.ppo import checkpointing, core_algos, finite_checks
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.generation_dump import dump_batch_generations
@@ -78,6 +80,10 @@ class RayPPOTrainer:
         train_sampler=None,
         device_name: str | None = None,
     ):
+        if not isinstance(config, PPOConfig):  # a composed DictConfig, as verl recipes pass it
+            from verl.trainer.main_ppo import prepare_config
+
+            config = prepare_config(config)
         self.config = config
         self.tokenizer = tokenizer
         self.processor = processor
@@ -99,7 +105,7 @@ class RayPPOTrainer:
         if config.algorithm.use_kl_in_reward:
             self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
 
-        self._create_dataloader(train_dataset, val_dataset)
+        self._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)
         steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
         self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
         self._set_optimizer_horizon()
@@ -108,7 +114,7 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ setup
 
-    def _create_dataloader(self, train_dataset, val_dataset) -> None:
+    def _create_dataloader(self, train_dataset, val_dataset, collate_fn=None, train_sampler=None) -> None:
         """Resumable loaders (``verl.utils.dataset.create_rl_dataloader``): training batches of
         ``data.gen_batch_size`` (dynamic sampling) or ``data.train_batch_size`` prompts, validation in one batch
         unless ``data.val_batch_size`` is set."""
@@ -121,11 +127,16 @@ class RayPPOTrainer:
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
                 "(data.train_batch_size / data.gen_batch_size); lower the batch size or add data"
             )
-        self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
+        collate = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        self.train_dataloader = create_rl_dataloader(
+            train_dataset, data, batch_size=batch_size, is_train=True, sampler=train_sampler, **collate
+        )
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
             val_batch_size = data.val_batch_size or len(val_dataset)
-            self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
+            self.val_dataloader = create_rl_dataloader(
+                val_dataset, data, batch_size=val_batch_size, is_train=False, **collate
+            )
 
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
@@ -425,9 +436,10 @@ class RayPPOTrainer:
             print("Training from scratch (no checkpoint to resume).")
             return 0
         print(f"Resuming from checkpoint {path}")
-        self.actor_rollout_wg.load_checkpoint(f"{path}/actor")
+        delete = self.config.trainer.del_local_ckpt_after_load
+        self.actor_rollout_wg.load_checkpoint(f"{path}/actor", del_local_after_load=delete)
         if self.use_critic:
-            self.critic_wg.load_checkpoint(f"{path}/critic")
+            self.critic_wg.load_checkpoint(f"{path}/critic", del_local_after_load=delete)
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])
         self.train_dataloader.load_state_dict(state["dataloader"])

@@ -53,6 +53,7 @@ def build_worker_groups(
     for pool, class_dict in classes_per_pool.items():
         colocated_cls = create_colocated_worker_cls(class_dict=class_dict)
         kwargs = {"device_name": device_name} if device_name else {}
+        kwargs["ray_wait_register_center_timeout"] = config.trainer.ray_wait_register_center_timeout
         fused_group = ray_worker_group_cls(resource_pool=pool, ray_cls_with_init=colocated_cls, **kwargs)
         worker_groups.update(fused_group.spawn(prefix_set=class_dict.keys()))
     return worker_groups

@@ -21,6 +21,11 @@ from torch import nn
 
 from verl.protocol import DataProto
 from verl.utils.device import current_device
+from verl.utils.torch_functional import (
+    entropy_from_logits,
+    entropy_from_logits_with_chunking,
+    sum_pi_squared_from_logits,
+)
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.actor.loss import actor_loss, entropy_coeff, mini_batches, reduce_step_metrics, update_keys
 from verl.workers.config import ActorConfig, RefConfig
@@ -70,9 +75,21 @@ class DataParallelPPOActor(BasePPOActor):
             raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
 
     # ------------------------------------------------------------------ forward
-    def _forward_micro_batch(self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None):
+    def _entropy_fn(self):
+        """Entropy over the vocabulary: in chunks (``entropy_from_logits_with_chunking``) and/or recomputed in the
+        backward pass instead of storing its activations (``entropy_checkpointing``)."""
+        entropy_fn = entropy_from_logits_with_chunking if self.config.entropy_from_logits_with_chunking else None
+        entropy_fn = entropy_fn or entropy_from_logits
+        if not self.config.entropy_checkpointing:
+            return entropy_fn
+        return lambda logits: torch.utils.checkpoint.checkpoint(entropy_fn, logits, use_reentrant=False)
+
+    def _forward_micro_batch(
+        self, micro_batch, temperature: float, calculate_entropy: bool, multi_modal_rows=None, stat_fn=None
+    ):
         """``(log_probs (bs, R), entropy (bs, R) | None)`` for one micro-batch TensorDict; ``multi_modal_rows`` is
-        the batch's ``multi_modal_inputs`` column (None for text)."""
+        the batch's ``multi_modal_inputs`` column (None for text); ``stat_fn`` replaces the entropy by another
+        per-token statistic of the logits."""
         response_length = micro_batch["responses"].shape[-1]
         log_probs, entropy = forward_log_probs(
             self.actor_module,
@@ -82,6 +99,7 @@ class DataParallelPPOActor(BasePPOActor):
             temperature=temperature,
             calculate_entropy=calculate_entropy,
             use_remove_padding=self.use_remove_padding,
+            entropy_fn=stat_fn or self._entropy_fn(),
             multi_modal_inputs=micro_batch_multi_modal_inputs(
                 multi_modal_rows, micro_batch, micro_batch["input_ids"].device
             ),
@@ -94,9 +112,16 @@ class DataParallelPPOActor(BasePPOActor):
             entropy = torch.where(valid, entropy[:, -response_length - 1 : -1], 0.0)
         return log_probs, entropy
 
-    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False):
+    def compute_sum_pi_squared(self, data: DataProto) -> torch.Tensor:
+        """``sum_v pi(v | s_t)^2`` ``(bs, R)`` at every response position (``actor.calculate_sum_pi_squared``, for the
+        optimal-token-baseline estimator); micro-batched like :meth:`compute_log_prob`."""
+        _, sum_pi_squared = self.compute_log_prob(data, calculate_entropy=True, stat_fn=sum_pi_squared_from_logits)
+        return sum_pi_squared
+
+    def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False, stat_fn=None):
         """Log-probs ``(bs, R)`` of the responses; ``meta_info`` gives ``micro_batch_size``, ``temperature``,
-        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)``."""
+        ``use_dynamic_bsz`` and ``max_token_len``. Returns ``(log_probs, entropys or None)`` (``stat_fn``: another
+        per-token statistic instead of the entropy)."""
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
@@ -113,7 +138,7 @@ class DataParallelPPOActor(BasePPOActor):
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
                 log_prob, entropy = self._forward_micro_batch(
-                    micro_batch, temperature, calculate_entropy, multi_modal_rows
+                    micro_batch, temperature, calculate_entropy, multi_modal_rows, stat_fn
                 )
                 log_probs.append(log_prob.cpu())
                 if entropy is not None:

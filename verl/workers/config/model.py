@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, choice_field
+from verl.workers.config.base import BaseConfig, pinned_field
 
 DEFAULT_MODEL_PATH = "default"
 """Sentinel for ``model.path``: the embedded SmolLM2-135M-Instruct (``verl.utils.default_model``)."""
@@ -44,15 +44,18 @@ class ModelSourceConfig(BaseConfig):
     """Run the model on packed (unpadded) tokens instead of the padded batch."""
 
     use_shm: bool = False
-    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
+    """Load the model from a copy in shared memory (``/dev/shm/verl-cache``), made once per machine."""
 
-    use_fused_kernels: bool = choice_field(False, (False,))
-    """Fused log-prob/entropy kernels; not available in this build (must stay false)."""
+    use_fused_kernels: bool = pinned_field(False, (False,), "fused log-prob/entropy kernels", 15)
+    """Fused log-prob/entropy kernels; not available yet (issue 15)."""
 
     @property
     def local_path(self) -> str:
-        """Loadable local path of the model (the embedded default is converted on first access)."""
-        return resolve_model_path(self.path)
+        """Loadable local path of the model: the embedded default converted on first access, an ``hdfs://`` path
+        copied to the local cache, and with ``use_shm`` the copy in ``/dev/shm``."""
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.path), use_shm=self.use_shm)
 
 
 @dataclass
@@ -69,7 +72,8 @@ class HFModelConfig(ModelSourceConfig):
     """Recompute activations in the backward pass to save memory (training roles only)."""
 
     enable_activation_offload: bool = False
-    """Offload saved activations to host memory during the forward pass (training roles only)."""
+    """Keep the activations saved for backward in host memory (``torch.autograd.graph.save_on_cpu``; training
+    roles only)."""
 
     lora_rank: int = 0
     """LoRA rank; 0 trains all weights, a positive value trains LoRA adapters only."""
@@ -83,10 +87,14 @@ class HFModelConfig(ModelSourceConfig):
     exclude_modules: str | None = None
     """Regular expression of module names that never get LoRA adapters."""
 
-    use_liger: bool = choice_field(False, (False,))
-    """Liger kernels for the model; not available in this build (must stay false)."""
+    use_liger: bool = pinned_field(False, (False,), "Liger kernels", 15)
+    """Liger kernels for the model; not available yet (issue 15)."""
 
     @property
     def local_tokenizer_path(self) -> str:
         """Loadable local path of the tokenizer (``tokenizer_path`` or else the model's path)."""
-        return resolve_model_path(self.tokenizer_path) if self.tokenizer_path else self.local_path
+        if not self.tokenizer_path:
+            return self.local_path
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.tokenizer_path), use_shm=self.use_shm)

@@ -52,6 +52,20 @@ class OverlongBufferConfig(BaseConfig):
 
 
 @dataclass
+class SandboxFusionConfig(BaseConfig):
+    """A SandboxFusion server that runs code responses against their test cases (code data sources)."""
+
+    url: str | None = None
+    """``run_code`` endpoint of the server; null runs the tests locally in bounded subprocesses."""
+
+    max_concurrent: int = bounded_field(64, gt=0)
+    """Requests in flight to the server at once, per process."""
+
+    memory_limit_mb: int = bounded_field(1024, gt=0)
+    """Memory limit of one run in the sandbox."""
+
+
+@dataclass
 class RewardModelModelConfig(ModelSourceConfig, FSDPHolderConfig):
     """The reward model's weights, tokenizer and sharding (``reward_model.model``).
 
@@ -189,13 +203,17 @@ class RewardModelConfig(EngineRoleConfig):
     """Registered reward manager (``verl.workers.reward_manager.get_reward_manager_cls``): e.g. naive, dapo."""
 
     launch_reward_fn_async: bool = False
-    """Compute the reward function (rule scores, model-score combination, judge) in a Ray task that overlaps the
-    old/reference log-prob and value computations; the discriminative reward model's forward stays in the step."""
+    """Compute the reward function (rule scores, model-score combination, judge) in another process (a Ray actor)
+    while the old/reference log-probs and values are computed; the discriminative reward model's forward stays in
+    the step."""
 
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of the reward manager's constructor (verl's DAPO scripts pass
     ``+reward_model.reward_kwargs.overlong_buffer_cfg.*`` and ``max_resp_len`` here; they take precedence
     over ``overlong_buffer``)."""
+
+    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
+    """Where code responses are executed (``default_compute_score``'s ``sandbox_fusion_url``)."""
 
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
     """DAPO overlong-buffer penalty used by the ``dapo`` reward manager."""

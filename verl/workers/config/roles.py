@@ -71,6 +71,10 @@ class ForwardConfig(FSDPHolderConfig, EngineRoleConfig):
     entropy_checkpointing: bool = False
     """Recompute the entropy in the backward pass instead of keeping its activations."""
 
+    calculate_sum_pi_squared: bool = False
+    """With the old log-probs also compute ``sum_pi_squared (bs, R)``, ``sum_v pi(v | s_t)^2`` of the policy at each
+    response token (one more forward pass); the ``optimal_token_baseline`` estimator needs it."""
+
 
 @dataclass
 class PPOUpdateConfig(EngineRoleConfig):

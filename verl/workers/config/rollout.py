@@ -136,7 +136,8 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """How the engine initialises weights; ``dummy`` starts random and takes the actor's weights by sync."""
 
     layered_summon: bool = False
-    """Gather FSDP parameters one layer at a time when syncing weights to the engine (lower peak memory)."""
+    """Sync weights to the engine one gathered tensor at a time instead of 256 MiB buckets (lower peak memory,
+    more transfers)."""
 
     tensor_model_parallel_size: int = bounded_field(1, gt=0)
     """Tensor-parallel degree of the generation engine."""

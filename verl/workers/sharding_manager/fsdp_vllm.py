@@ -68,7 +68,8 @@ class FSDPVLLMShardingManager(BaseShardingManager):
         super().__init__()
         self.module = module
         self.inference_engine = inference_engine
-        self.bucket_bytes = bucket_bytes
+        # layered_summon: gather and send one tensor at a time (lowest peak memory, more transfers)
+        self.bucket_bytes = 0 if rollout_config.layered_summon else bucket_bytes
         self.free_cache_engine = bool(rollout_config.free_cache_engine)
         model_config = inference_engine.llm_engine.model_config
         self.sleep_enabled = bool(getattr(model_config, "enable_sleep_mode", False))

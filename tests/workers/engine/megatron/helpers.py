@@ -83,10 +83,13 @@ def full_hf_tensors(engine, per_param: dict[str, torch.Tensor]) -> dict[str, tor
     return out
 
 
-def run_actor_variant(rank, world, path, batch, layout: dict, dynamic: bool = False):
-    """Log-probs, one PPO update, the clipped grads and the updated params (full HF tensors) of one layout."""
+def run_actor_variant(rank, world, path, batch, layout: dict):
+    """Log-probs, one PPO update, the clipped grads and the updated params (full HF tensors) of one layout
+    (``layout["dynamic"]``: micro-batches by a 24-token budget instead of ``micro`` rows)."""
     from verl.protocol import DataProto
 
+    layout = dict(layout)
+    dynamic = bool(layout.pop("dynamic", False))
     engine, actor = megatron_actor(path, **layout)
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(engine.dp_size)[engine.dp_rank]
     micro = layout.get("micro", 2)

@@ -1,7 +1,7 @@
 """The Megatron engine + actor on 2 gloo ranks (CPU) against plain single-process references.
 
-For tensor parallel (TP=2), pipeline parallel (PP=2, tied embeddings split across stages), data parallel with the
-ZeRO-1 optimizer (DP=2) and interleaved virtual stages (PP=2 x VPP=2):
+For tensor parallel (TP=2, fixed and token-budget micro-batches), pipeline parallel (PP=2, tied embeddings split
+across stages), data parallel with the ZeRO-1 optimizer (DP=2) and interleaved virtual stages (PP=2 x VPP=2):
 
 * log-probs and entropy equal per-sequence Hugging Face forwards without padding;
 * one ``update_policy`` step equals test_dp_actor's hand-written PPO step: same loss and grad norm, clipped
@@ -29,6 +29,7 @@ pytest.importorskip("megatron.core")
 
 LAYOUTS = {
     "tp2": dict(tp=2, micro=2),
+    "tp2-dynamic": dict(tp=2, dynamic=True),
     "pp2": dict(pp=2, micro=1),
     "dp2-zero": dict(micro=2, use_distributed_optimizer=True),
 }

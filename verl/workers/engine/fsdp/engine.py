@@ -86,9 +86,7 @@ class FSDPEngine:
         if is_cuda_available():
             module = module.to(current_device())
         mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision)
-        self.module = sharding.apply_fsdp2(
-            module, self.device_mesh, mp_policy, self.config.param_offload, self.config.reshard_after_forward
-        )
+        self.module = sharding.apply_fsdp2(module, self.device_mesh, mp_policy, self.config)
         self._forward_module = torch.compile(self.module) if self.use_torch_compile else self.module
         if self.optim_config is not None:
             self.optimizer = build_optimizer(self.module, self.optim_config)

@@ -8,6 +8,8 @@ sequence-parallel group and the outputs gathered back (``ulysses.forward_packed`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -62,13 +64,16 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
+    entropy_fn: Callable[[torch.Tensor], torch.Tensor] = entropy_from_logits,
     multi_modal_inputs: dict | None = None,
     ulysses: UlyssesMesh | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
 
-    ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in
-    row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``."""
+    ``entropy_fn`` maps logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the second slot: the
+    entropy by default (chunked or recomputed in backward per the actor config), or another statistic such as
+    ``sum_v pi_v^2``. ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows,
+    concatenated in row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_remove_padding:
@@ -77,7 +82,7 @@ def forward_log_probs(
         def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
             logits = logits.float() / temperature  # (T, V)
             log_probs = [logprobs_from_logits(logits, labels)]
-            return log_probs + [entropy_from_logits(logits)] if calculate_entropy else log_probs
+            return log_probs + [entropy_fn(logits)] if calculate_entropy else log_probs
 
         outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
         entropy = packed.unpack(outputs[1]) if calculate_entropy else None
@@ -93,7 +98,7 @@ def forward_log_probs(
     labels = torch.roll(input_ids, shifts=-1, dims=1)
     valid = attention_mask.bool()  # where(), not *: fully masked rows may hold NaN
     log_probs = torch.where(valid, logprobs_from_logits(logits, labels), 0.0)
-    entropy = torch.where(valid, entropy_from_logits(logits), 0.0) if calculate_entropy else None
+    entropy = torch.where(valid, entropy_fn(logits), 0.0) if calculate_entropy else None
     return log_probs, entropy
 
 

@@ -91,6 +91,10 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if model_config.lora_rank > 0 and role != "ref":
         module = apply_lora(module, model_config)
+    if model_config.enable_activation_offload and role != "ref":
+        from verl.workers.engine.fsdp.activation_offload import enable_activation_offload
+
+        enable_activation_offload(module)
     if role == "ref":
         module.requires_grad_(False)
     return module

@@ -2,11 +2,14 @@
 
 Virtual stage ``s = chunk * pp + pp_rank`` (``chunk`` = virtual-pipeline chunk of this rank); stage ``s`` takes
 the activations of stage ``s - 1`` and hands its output to ``s + 1``, so the pipeline ranks form a ring. The order
-is all forwards (chunk-major, then micro-batch) followed by all backwards in exactly the reverse order (the
-"GPipe" order, Huang et al. 2019): the same on every rank, so each pair of neighbours exchanges messages in the
-same sequence and blocking receives never wait on a message that is queued behind another. Sends are
-non-blocking, so a rank never waits for its neighbour to post a receive. Activations cross stages as
-``pipeline_dtype`` tensors ``(T_local, 1, hidden)`` whose length every rank knows from the micro-batch itself.
+is all forwards followed by all backwards in exactly the reverse order (the "GPipe" order, Huang et al. 2019),
+the same on every rank, so each pair of neighbours exchanges messages in the same sequence. Sends are
+non-blocking, receives blocking. Forwards go chunk-major (every micro-batch through chunk 0, then chunk 1, ...),
+which keeps the ring busy, except with exactly two pipeline ranks and several chunks: there both ring directions
+join the same pair of ranks, and NCCL runs a pair's point-to-point operations in issue order, so a chunk-major
+sequence would wait on itself; micro-batch-major order (each micro-batch through all chunks) keeps every pair's
+sends and receives alternating. Activations cross stages as ``pipeline_dtype`` tensors ``(T_local, 1, hidden)``
+whose length every rank knows from the micro-batch itself.
 
 Written with plain ``torch.distributed`` point-to-point calls, so it runs with gloo on CPU as well as NCCL on GPU
 (megatron-core's own schedules allocate their bookkeeping tensors on ``"cuda"``).
@@ -65,6 +68,13 @@ class PipelineSchedule:
         self.autocast = autocast
         self.num_stages = len(self.chunks) * ranks.pp_size
 
+    def forward_order(self, num_micro_batches: int) -> list[tuple[int, int]]:
+        """``(chunk, micro-batch)`` in forward order (see the module docstring); the backward reverses it."""
+        chunks = range(len(self.chunks))
+        if self.ranks.pp_size == 2 and len(self.chunks) > 1:
+            return [(chunk, index) for index in range(num_micro_batches) for chunk in chunks]
+        return [(chunk, index) for chunk in chunks for index in range(num_micro_batches)]
+
     def _stage(self, chunk: int) -> int:
         return chunk * self.ranks.pp_size + self.ranks.pp_rank
 
@@ -104,23 +114,20 @@ class PipelineSchedule:
         saved: list[tuple[int, int, torch.Tensor | None, torch.Tensor]] = []  # (chunk, mb, input, output-or-loss)
         grad_mode = nullcontext() if not forward_only else torch.no_grad()
         with grad_mode:
-            for chunk in range(len(self.chunks)):
-                stage = self._stage(chunk)
-                for index, micro_batch in enumerate(micro_batches):
-                    input_tensor = None
-                    if stage > 0:
-                        input_tensor = self._recv(micro_batch, self.ranks.prev_rank, device)
-                        input_tensor.requires_grad_(not forward_only)
-                    output = self._forward_chunk(chunk, micro_batch, input_tensor)
-                    if stage == self.num_stages - 1:
-                        loss, result = last_stage_step(output, index)
-                        results.append(result)
-                        if not forward_only:
-                            saved.append((chunk, index, input_tensor, loss))
-                    else:
-                        sends.send(output.detach().to(self.pipeline_dtype), self.ranks.next_rank, self.ranks.pp_group)
-                        if not forward_only:
-                            saved.append((chunk, index, input_tensor, output))
+            for chunk, index in self.forward_order(len(micro_batches)):
+                stage, micro_batch, input_tensor = self._stage(chunk), micro_batches[index], None
+                if stage > 0:
+                    input_tensor = self._recv(micro_batch, self.ranks.prev_rank, device)
+                    input_tensor.requires_grad_(not forward_only)
+                output = self._forward_chunk(chunk, micro_batch, input_tensor)
+                if stage == self.num_stages - 1:
+                    loss, result = last_stage_step(output, index)
+                    results.append(result)
+                    output = loss
+                else:
+                    sends.send(output.detach().to(self.pipeline_dtype), self.ranks.next_rank, self.ranks.pp_group)
+                if not forward_only:
+                    saved.append((chunk, index, input_tensor, output))
         sends.wait()
         if not forward_only:
             self._backward(saved, micro_batches, device, sends)
