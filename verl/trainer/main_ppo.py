@@ -142,28 +142,33 @@ def create_rl_sampler(data_config, dataset):
 
 def run_ppo(config, task_runner_class=None) -> None:
     """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor. Ctrl-C stops the run within
-    seconds (see :func:`_stop_on_interrupt`)."""
+    seconds (see :func:`_stop_on_interrupt`) and raises ``KeyboardInterrupt``; the CLI then exits with code 130."""
     import ray
 
     config = prepare_config(config)
-    if not ray.is_initialized():
+    started_ray = not ray.is_initialized()
+    if started_ray:
         ray.init(**_ray_init_kwargs(config))
     runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
     runner = runner_cls.remote()
     try:
-        ray.get(runner.run.remote(config))
+        done = runner.run.remote(config)
+        while not ray.wait([done], timeout=0.25)[0]:  # back in Python often: Ctrl-C is handled at once
+            pass
+        ray.get(done)
     except KeyboardInterrupt:
-        _stop_on_interrupt(runner, config)
+        _stop_on_interrupt(runner, config, started_ray)
+        raise
     if config.ray_kwargs.timeline_json_file:
         ray.timeline(filename=config.ray_kwargs.timeline_json_file)
 
 
-def _stop_on_interrupt(runner, config) -> None:
-    """Ctrl-C: kill the training actor (its worker groups and scoring processes end with it), leave Ray and exit 130.
+def _stop_on_interrupt(runner, config, shutdown_ray: bool) -> None:
+    """Ctrl-C: kill the training actor (its worker groups and scoring processes end with it), stop Ray when this
+    process started it, and print the checkpoint to resume. A second Ctrl-C exits at once.
 
     A checkpoint is never half-used: its folders are written under a temporary name and renamed, and the tracker file
     names a step only after its manifest is written, so the newest complete checkpoint stays the one to resume.
-    A second Ctrl-C exits at once.
     """
     import signal
 
@@ -176,7 +181,8 @@ def _stop_on_interrupt(runner, config) -> None:
     try:
         ray.kill(runner, no_restart=True)
     finally:
-        ray.shutdown()
+        if shutdown_ray:
+            ray.shutdown()
     latest = checkpointing.find_latest_ckpt_path(config.trainer.default_local_dir)
     if latest is None:
         print("Stopped. No checkpoint was saved yet.", file=sys.stderr, flush=True)
@@ -187,7 +193,6 @@ def _stop_on_interrupt(runner, config) -> None:
             file=sys.stderr,
             flush=True,
         )
-    sys.exit(130)
 
 
 class TaskRunner:
@@ -278,6 +283,19 @@ def resource_pool_mapping(config, role_worker_mapping: dict) -> dict:
     return mapping
 
 
+def _user_fault(exc: BaseException) -> BaseException | None:
+    """The error behind ``exc`` when it is one whose message says all a user needs (a failed reward function, a
+    damaged checkpoint, a NaN refused before an update, a reward source past its time limit), else None."""
+    from verl.trainer.ppo.checkpointing import CheckpointError
+    from verl.trainer.ppo.finite_checks import NonFiniteError
+    from verl.workers.reward_manager.function_scorer import RewardFunctionError
+    from verl.workers.reward_manager.guard import RewardSourceError
+
+    cause = getattr(exc, "cause", None) or exc  # a RayTaskError carries the training actor's exception
+    user_faults = CheckpointError | NonFiniteError | RewardFunctionError | RewardSourceError
+    return cause if isinstance(cause, user_faults) else None
+
+
 @hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
 def main(config) -> None:
     from verl.trainer.config.loader import ConfigError
@@ -287,6 +305,17 @@ def main(config) -> None:
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        # Ray is already stopped (run_ppo); the interpreter's own teardown of Ray's threads can take seconds
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    except Exception as exc:
+        fault = _user_fault(exc)
+        if fault is None:
+            raise
+        print(f"\n{type(fault).__name__}: {fault}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def _config_name(argv: list[str]) -> str | None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.files import snapshot as _snapshot
 from verl.trainer.config.trainer import TrainerConfig
 from verl.trainer.main_ppo import LAUNCH_ARGV_ENV
 from verl.trainer.ppo import checkpointing
@@ -84,10 +85,6 @@ def _save_step(root, step: int) -> str:
     checkpointing.write_manifest(folder)
     checkpointing.write_tracker(str(root), step)
     return folder
-
-
-def _snapshot(root) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def test_a_truncated_file_falls_back_to_the_newest_intact_checkpoint(tmp_path, capsys):

@@ -9,17 +9,8 @@ import sys
 import textwrap
 import time
 
+from tests.support.files import process_alive as _alive
 from verl.workers.reward_manager.scoring_pool import ScoringPool
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie counts as gone
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().split(")")[-1].split()[0] != "Z"
 
 
 def test_a_hanging_scorer_ends_when_its_trainer_is_killed(tmp_path):

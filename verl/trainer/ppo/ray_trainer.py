@@ -49,7 +49,7 @@ from verl.utils.tracking import Tracking
 
 __all__ = ["RayPPOTrainer", "Role", "ResourcePoolManager", "compute_response_mask"]
 
-logger = logging.getLogger(__name__)
+_trace = logging.getLogger(__name__)  # DEBUG: each step as it starts (VERL_LOGGING_LEVEL=DEBUG)
 
 ASYNC_ROW_KEY = "_reward_row"
 """Non-tensor column recording each row's position when an async reward was launched (rows may be reordered)."""
@@ -465,7 +465,7 @@ class RayPPOTrainer:
         save_freq, test_freq = int(trainer.save_freq), int(trainer.test_freq)
         while self.global_steps < self.total_training_steps:
             self.global_steps += 1
-            logger.debug("step %d started", self.global_steps)
+            _trace.debug("step %d started", self.global_steps)
             try:
                 metrics = self.train_step(batches)
             except StopIteration:  # the data ran out before total_training_steps (dynamic sampling drops prompts)
