@@ -76,7 +76,8 @@ FUNCTION = re.escape("misbehaving_score (") + r".*test_function_scorer\.py:\d+\)
 def test_per_sample_failures_stop_the_run_naming_function_sample_and_value(tokenizer, manager_cls):
     started = time.monotonic()
     message = _failure(manager_cls, tokenizer, ["7", "hang"])
-    assert time.monotonic() - started < 8, "a hanging function must be stopped at the time limit"
+    # the call sleeps 10,000 s: ending within a minute (a loaded machine starts the pool slowly) shows the cut
+    assert time.monotonic() - started < 60, "a hanging function must be stopped at the time limit"
     assert re.search(f"the reward function {FUNCTION} failed on sample 1 of 2 \\(data_source 'my_task'\\)", message)
     assert "no result within reward_model.scoring.timeout=1.0 s" in message
     stack = r'it was stopped at .*\n  File ".*test_function_scorer.py", line \d+ in misbehaving_score'

@@ -70,7 +70,7 @@ class _Worker:
     started_at: float = 0.0
 
 
-def _call_stack(worker: _Worker, wait_s: float = 1.0) -> str:
+def _call_stack(worker: _Worker, wait_s: float = 3.0) -> str:
     """Where the worker's scoring call is (faulthandler's dump, most recent call first), or "" if none came."""
     try:
         os.kill(worker.process.pid, signal.SIGUSR1)
