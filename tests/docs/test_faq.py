@@ -22,7 +22,8 @@ from verl.trainer.ppo.checkpointing import step_of
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.utils.dataset.row_reading import check_row, read_rows
 from verl.utils.reward_score import get_scorer
-from verl.workers.reward_manager.abstract import split_score
+from verl.workers.reward_manager.abstract import ScoringInput
+from verl.workers.reward_manager.function_scorer import RewardFunctionScorer
 
 FAQ = Path(__file__).resolve().parents[2] / "docs" / "faq.md"
 COMMAND = "$ python -m verl.trainer.main_ppo "
@@ -68,6 +69,19 @@ def _raised(action: Callable[[], object]) -> str:
     raise AssertionError(f"{action} raised nothing")
 
 
+def _acc_only(data_source, solution_str, ground_truth, extra_info=None) -> dict:
+    return {"acc": 1.0}
+
+
+def _score_one(compute_score: Callable[..., object]) -> object:
+    """One sample through the scorer every reward manager uses (its scoring process, its checks)."""
+    scorer = RewardFunctionScorer(compute_score, {"timeout": 30.0, "num_processes": 1})
+    try:
+        return scorer.score_each([ScoringInput("my_task", "1+3=", "4", "4", None, 1)])
+    finally:
+        scorer.close()
+
+
 def _reproductions(tmp_path: Path) -> list[str]:
     """The runtime errors a user can cause, each raised by the function that reads the user's input."""
     reward_file = tmp_path / "my_reward.py"
@@ -82,7 +96,7 @@ def _reproductions(tmp_path: Path) -> list[str]:
         _raised(lambda: check_row(row_without_prompt, "/data/train.jsonl", 0, "prompt", "data_source")),
         _raised(lambda: get_custom_reward_fn(reward_config(tmp_path / "missing" / "my_reward.py"))),
         _raised(lambda: get_custom_reward_fn(reward_config(reward_file))),
-        _raised(lambda: split_score({"acc": 1.0})),
+        _raised(lambda: _score_one(_acc_only)),
         _raised(lambda: get_scorer("my_task")),
         _raised(lambda: step_of("/ckpt/run1")),
     ]

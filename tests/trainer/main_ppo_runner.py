@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+
+from tests.support.models import tiny_model_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +46,44 @@ def tiny_overrides(model_path: str, workdir: Path, rollout: str, steps: int = 2)
         f"trainer.default_local_dir={workdir / 'checkpoints'}",
     ]
     return overrides
+
+
+# Metrics that depend on the sampled responses, the policy and the optimizer state (not on wall time).
+COMPARED_KEYS = (
+    "critic/score/mean",
+    "critic/advantages/mean",
+    "critic/advantages/max",
+    "response_length/mean",
+    "prompt_length/mean",
+    "actor/entropy",
+    "actor/pg_loss",
+    "actor/ppo_kl",
+    "actor/grad_norm",
+    "actor/lr",
+    "critic/vf_loss",
+    "critic/values/mean",
+    "perf/total_num_tokens",
+)
+
+
+def resume_overrides(workdir: Path, checkpoints: Path, save_freq: int, resume_mode: str) -> list[str]:
+    """The kill-and-resume runs: PPO with a critic, sampled HF rollout, 3 steps, a checkpoint every ``save_freq``."""
+    overrides = tiny_overrides(tiny_model_path("llama"), workdir, rollout="hf", steps=3)
+    # PPO with a critic: GAE advantages are non-zero even when every reward is 0 (a random tiny model), so the
+    # actor and the critic both change every step and a wrong restore of either shows in step 3.
+    overrides = [
+        o for o in overrides if not o.startswith(("trainer.save_freq", "trainer.resume_mode", "trainer.default"))
+    ]
+    return overrides + [
+        "algorithm.adv_estimator=gae",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        f"trainer.save_freq={save_freq}",
+        f"trainer.resume_mode={resume_mode}",
+        f"trainer.default_local_dir={checkpoints}",
+    ]
 
 
 def short_ray_tmpdir() -> str:
@@ -93,3 +137,76 @@ def assert_finite(record: dict) -> None:
 def describe(proc: subprocess.CompletedProcess) -> str:
     stdout, stderr = proc.stdout[-6000:], proc.stderr[-6000:]
     return f"exit code {proc.returncode}\n--- stdout (tail) ---\n{stdout}\n--- stderr (tail) ---\n{stderr}"
+
+
+class LiveRun:
+    """``main_ppo`` running in its own process group, its output (stdout and stderr) read as it comes."""
+
+    def __init__(self, overrides: list[str], workdir: Path, extra_env: dict[str, str] | None = None):
+        self.metrics_file = workdir / "metrics.jsonl"
+        env = main_ppo_env(self.metrics_file, short_ray_tmpdir())
+        env.update(extra_env or {})
+        self.proc = subprocess.Popen(
+            main_ppo_command(overrides),
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._new_line = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._new_line:
+                self.lines.append(line)
+                self._new_line.notify_all()
+        with self._new_line:
+            self._new_line.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, *patterns: str, timeout: float = 420) -> None:
+        """Block until the output holds each regex of ``patterns``, in this order (each after the previous)."""
+        deadline = time.monotonic() + timeout
+        start = 0
+        with self._new_line:
+            for pattern in patterns:
+                while True:
+                    found = next((i for i in range(start, len(self.lines)) if re.search(pattern, self.lines[i])), None)
+                    if found is not None:
+                        start = found + 1
+                        break
+                    if self.proc.poll() is not None and not self._reader.is_alive():
+                        raise AssertionError(f"main_ppo exited before {pattern!r}:\n{self.output[-6000:]}")
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.output[-6000:]}")
+                    self._new_line.wait(timeout=1.0)
+
+    def interrupt(self, timeout: float = 60) -> float:
+        """Ctrl-C as a terminal sends it (SIGINT to the process group); the seconds until the run exited."""
+        sent = time.monotonic()
+        os.killpg(self.proc.pid, signal.SIGINT)
+        self.proc.wait(timeout=timeout)
+        elapsed = time.monotonic() - sent
+        self._reader.join(timeout=10)
+        return elapsed
+
+    def wait(self, timeout: float = 420) -> int:
+        returncode = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return returncode
+
+    def records(self) -> list[dict]:
+        return read_records(self.metrics_file)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

@@ -147,6 +147,25 @@ def test_misspelled_key_names_the_nearest_valid_one(tmp_path):
     assert os.listdir(ray_tmpdir) == []
 
 
+def test_missing_data_file_fails_before_ray(tmp_path):
+    ray_tmpdir = short_ray_tmpdir()
+    missing = tmp_path / "data" / "train.parquet"
+    proc = subprocess.run(
+        main_ppo_command([f"data.train_files={missing}", "data.val_files=null"]),
+        cwd=tmp_path,
+        env=main_ppo_env(tmp_path / "metrics.jsonl", ray_tmpdir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert f"data.train_files: {missing} does not exist (its folder {missing.parent} does not exist either)" in (
+        proc.stderr
+    )
+    assert "Nothing was started" in proc.stderr
+    assert os.listdir(ray_tmpdir) == [], "a Ray session folder was created"
+
+
 def test_prepare_config_resolves_the_embedded_defaults():
     from verl.trainer.config.loader import compose_config
     from verl.trainer.main_ppo import prepare_config

@@ -16,52 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.models import tiny_model_path
 from tests.trainer.main_ppo_runner import (
+    COMPARED_KEYS,
     describe,
     main_ppo_command,
     main_ppo_env,
     read_records,
+    resume_overrides,
     run_main_ppo,
     short_ray_tmpdir,
-    tiny_overrides,
 )
-
-# Metrics that depend on the sampled responses, the policy and the optimizer state (not on wall time).
-COMPARED_KEYS = (
-    "critic/score/mean",
-    "critic/advantages/mean",
-    "critic/advantages/max",
-    "response_length/mean",
-    "prompt_length/mean",
-    "actor/entropy",
-    "actor/pg_loss",
-    "actor/ppo_kl",
-    "actor/grad_norm",
-    "actor/lr",
-    "critic/vf_loss",
-    "critic/values/mean",
-    "perf/total_num_tokens",
-)
-
-
-def _overrides(workdir: Path, checkpoints: Path, save_freq: int, resume_mode: str) -> list[str]:
-    overrides = tiny_overrides(tiny_model_path("llama"), workdir, rollout="hf", steps=3)
-    # PPO with a critic: GAE advantages are non-zero even when every reward is 0 (a random tiny model), so the
-    # actor and the critic both change every step and a wrong restore of either shows in step 3.
-    overrides = [
-        o for o in overrides if not o.startswith(("trainer.save_freq", "trainer.resume_mode", "trainer.default"))
-    ]
-    return overrides + [
-        "algorithm.adv_estimator=gae",
-        "critic.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.rollout.temperature=1.0",
-        "trainer.val_before_train=False",
-        "trainer.test_freq=-1",
-        f"trainer.save_freq={save_freq}",
-        f"trainer.resume_mode={resume_mode}",
-        f"trainer.default_local_dir={checkpoints}",
-    ]
 
 
 def _run_until_step_then_kill(overrides: list[str], workdir: Path, step: int, timeout: float = 420) -> int:
@@ -89,17 +53,14 @@ def _run_until_step_then_kill(overrides: list[str], workdir: Path, step: int, ti
 
 
 @pytest.mark.slow
-def test_sigkilled_run_resumes_with_identical_next_step(tmp_path):
-    reference_dir, killed_dir, resumed_dir = (tmp_path / name for name in ("reference", "killed", "resumed"))
-    for folder in (reference_dir, killed_dir, resumed_dir):
+def test_sigkilled_run_resumes_with_identical_next_step(tmp_path, resume_reference):
+    killed_dir, resumed_dir = (tmp_path / name for name in ("killed", "resumed"))
+    for folder in (killed_dir, resumed_dir):
         folder.mkdir()
     checkpoints = tmp_path / "checkpoints"
+    reference = resume_reference
 
-    proc, reference = run_main_ppo(_overrides(reference_dir, tmp_path / "unused", -1, "disable"), reference_dir)
-    assert proc.returncode == 0, describe(proc)
-    assert [r["step"] for r in reference] == [1, 2, 3]
-
-    returncode = _run_until_step_then_kill(_overrides(killed_dir, checkpoints, 2, "auto"), killed_dir, step=2)
+    returncode = _run_until_step_then_kill(resume_overrides(killed_dir, checkpoints, 2, "auto"), killed_dir, step=2)
     assert returncode == -signal.SIGKILL, "the first run finished before it could be killed"
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text() == "2"
     killed = {r["step"]: r["data"] for r in read_records(killed_dir / "metrics.jsonl")}
@@ -107,7 +68,7 @@ def test_sigkilled_run_resumes_with_identical_next_step(tmp_path):
     for key in COMPARED_KEYS:  # same seed, same steps before the kill
         assert killed[2][key] == pytest.approx(reference[1]["data"][key], rel=1e-5, abs=1e-7), key
 
-    proc, resumed = run_main_ppo(_overrides(resumed_dir, checkpoints, 2, "auto"), resumed_dir)
+    proc, resumed = run_main_ppo(resume_overrides(resumed_dir, checkpoints, 2, "auto"), resumed_dir)
     assert proc.returncode == 0, describe(proc)
     assert "Resuming from checkpoint" in proc.stdout
     assert [r["step"] for r in resumed] == [3], "the resumed run must start after the step-2 checkpoint"

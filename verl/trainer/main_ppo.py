@@ -9,6 +9,7 @@ which behaves the same on a laptop and on a multi-node cluster (``ray start`` fi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from typing import Any
@@ -16,6 +17,10 @@ from typing import Any
 import hydra
 
 __all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset", "create_rl_sampler"]
+
+LAUNCH_ARGV_ENV = "VERL_LAUNCH_ARGV"
+"""Environment variable with the command-line overrides of this launch (a JSON list), set by :func:`cli` and passed to
+the Ray processes, so that messages print the exact command that resumes the run."""
 
 BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
@@ -35,7 +40,8 @@ def prepare_config(config):
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
     - ``actor_rollout_ref.rollout.name=vllm`` (and the judge's ``reward_model.rollout.name``) falls back to ``hf``
       when vLLM is not installed; ``sglang`` without SGLang installed fails;
-    - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``.
+    - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``;
+    - every data file exists and its first rows follow the row schema (``verl.utils.dataset.preflight``).
     The model path sentinel (``default``) is resolved by the processes that load the model.
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
     """
@@ -50,6 +56,11 @@ def prepare_config(config):
     typed.data.train_files = _builtin_data_files(typed.data.train_files, "train")
     if typed.data.val_files:
         typed.data.val_files = _builtin_data_files(typed.data.val_files, "test")
+    from verl.utils.dataset.preflight import check_data_files
+
+    data_errors = check_data_files(typed.data)
+    if data_errors:
+        raise ConfigError(data_errors)
     rollouts = {"actor_rollout_ref.rollout": typed.actor_rollout_ref.rollout}
     if typed.reward_model.enable and typed.reward_model.use_reward_loop:
         rollouts["reward_model.rollout"] = typed.reward_model.rollout
@@ -82,7 +93,15 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
         "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
         "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p),
     }
-    for key in ("VERL_CACHE_DIR", "VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", "WANDB_MODE", "HF_HOME"):
+    for key in (
+        "VERL_CACHE_DIR",
+        "VERL_FILE_LOGGER_PATH",
+        "VERL_FILE_LOGGER_ROOT",
+        "VERL_LOGGING_LEVEL",
+        LAUNCH_ARGV_ENV,
+        "WANDB_MODE",
+        "HF_HOME",
+    ):
         if key in os.environ:
             env_vars[key] = os.environ[key]
     return {
@@ -122,17 +141,58 @@ def create_rl_sampler(data_config, dataset):
 
 
 def run_ppo(config, task_runner_class=None) -> None:
-    """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor."""
+    """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor. Ctrl-C stops the run within
+    seconds (see :func:`_stop_on_interrupt`) and raises ``KeyboardInterrupt``; the CLI then exits with code 130."""
     import ray
 
     config = prepare_config(config)
-    if not ray.is_initialized():
+    started_ray = not ray.is_initialized()
+    if started_ray:
         ray.init(**_ray_init_kwargs(config))
     runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
     runner = runner_cls.remote()
-    ray.get(runner.run.remote(config))
+    try:
+        done = runner.run.remote(config)
+        while not ray.wait([done], timeout=0.25)[0]:  # back in Python often: Ctrl-C is handled at once
+            pass
+        ray.get(done)
+    except KeyboardInterrupt:
+        _stop_on_interrupt(runner, config, started_ray)
+        raise
     if config.ray_kwargs.timeline_json_file:
         ray.timeline(filename=config.ray_kwargs.timeline_json_file)
+
+
+def _stop_on_interrupt(runner, config, shutdown_ray: bool) -> None:
+    """Ctrl-C: kill the training actor (its worker groups and scoring processes end with it), stop Ray when this
+    process started it, and print the checkpoint to resume. A second Ctrl-C exits at once.
+
+    A checkpoint is never half-used: its folders are written under a temporary name and renamed, and the tracker file
+    names a step only after its manifest is written, so the newest complete checkpoint stays the one to resume.
+    """
+    import signal
+
+    import ray
+
+    from verl.trainer.ppo import checkpointing
+
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    print("\nInterrupted (Ctrl-C): stopping the run...", file=sys.stderr, flush=True)
+    try:
+        ray.kill(runner, no_restart=True)
+    finally:
+        if shutdown_ray:
+            ray.shutdown()
+    latest = checkpointing.find_latest_ckpt_path(config.trainer.default_local_dir)
+    if latest is None:
+        print("Stopped. No checkpoint was saved yet.", file=sys.stderr, flush=True)
+    else:
+        print(
+            f"Stopped. The newest complete checkpoint is {latest}; the same command resumes from it "
+            f"(trainer.resume_mode=auto), or explicitly:\n  {checkpointing.resume_command(latest)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class TaskRunner:
@@ -143,7 +203,10 @@ class TaskRunner:
         from verl.trainer.ppo.ray_trainer import RayPPOTrainer
         from verl.trainer.ppo.reward import load_reward_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.logging_utils import configure_verl_logging
         from verl.workers.fsdp_workers import load_tokenizer
+
+        configure_verl_logging()
 
         tokenizer = load_tokenizer(config.actor_rollout_ref.model)
         from verl.utils import hf_processor
@@ -220,6 +283,19 @@ def resource_pool_mapping(config, role_worker_mapping: dict) -> dict:
     return mapping
 
 
+def _user_fault(exc: BaseException) -> BaseException | None:
+    """The error behind ``exc`` when it is one whose message says all a user needs (a failed reward function, a
+    damaged checkpoint, a NaN refused before an update, a reward source past its time limit), else None."""
+    from verl.trainer.ppo.checkpointing import CheckpointError
+    from verl.trainer.ppo.finite_checks import NonFiniteError
+    from verl.workers.reward_manager.function_scorer import RewardFunctionError
+    from verl.workers.reward_manager.guard import RewardSourceError
+
+    cause = getattr(exc, "cause", None) or exc  # a RayTaskError carries the training actor's exception
+    user_faults = CheckpointError | NonFiniteError | RewardFunctionError | RewardSourceError
+    return cause if isinstance(cause, user_faults) else None
+
+
 @hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
 def main(config) -> None:
     from verl.trainer.config.loader import ConfigError
@@ -229,6 +305,17 @@ def main(config) -> None:
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        # Ray is already stopped (run_ppo); the interpreter's own teardown of Ray's threads can take seconds
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    except Exception as exc:
+        fault = _user_fault(exc)
+        if fault is None:
+            raise
+        print(f"\n{type(fault).__name__}: {fault}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def _config_name(argv: list[str]) -> str | None:
@@ -255,6 +342,7 @@ def cli() -> None:
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
+    os.environ[LAUNCH_ARGV_ENV] = json.dumps(sys.argv[1:])  # messages print the command that resumes
     main()
 
 

@@ -39,11 +39,17 @@ def reward_file(tmp_path):
     return str(path)
 
 
-def make_config(path=None, name="compute_score", manager="naive", reward_kwargs=None, manager_kwargs=None):
+def make_config(
+    path=None, name="compute_score", manager="naive", reward_kwargs=None, manager_kwargs=None, scoring=None
+):
     return OmegaConf.create(
         {
             "data": {"reward_fn_key": "data_source"},
-            "reward_model": {"reward_manager": manager, "reward_kwargs": manager_kwargs or {}},
+            "reward_model": {
+                "reward_manager": manager,
+                "reward_kwargs": manager_kwargs or {},
+                "scoring": scoring or {},
+            },
             "custom_reward_function": {"path": path, "name": name, "reward_kwargs": reward_kwargs or {}},
         }
     )
@@ -117,8 +123,9 @@ def test_dapo_settings_default_from_overlong_buffer_and_max_response_length(toke
 
 
 def test_custom_function_from_a_file_runs_in_prime_workers(tokenizer, reward_file):
-    config = make_config(reward_file, "my_score", manager="prime", manager_kwargs={"num_processes": 1, "timeout": 30})
+    config = make_config(reward_file, "my_score", manager="prime", scoring={"num_processes": 1, "timeout": 30})
     manager = load_reward_manager(config, tokenizer, num_examine=0)
+    assert (manager.scorer.config.num_processes, manager.scorer.config.timeout) == (1, 30.0)
     try:
         data, lengths = make_batch(tokenizer, ["it is 7", "it is 8"], ["7", "7"], data_source="custom")
         reward_tensor, extra = compute_reward(data, manager)
@@ -126,6 +133,16 @@ def test_custom_function_from_a_file_runs_in_prime_workers(tokenizer, reward_fil
         assert extra["score_error"] == [0.0, 0.0] and extra["length"] == [7, 7]
     finally:
         manager.close()
+
+
+def test_scoring_settings_in_reward_kwargs_name_the_scoring_keys(tokenizer):
+    config = make_config(manager="naive", manager_kwargs={"timeout": 30, "on_error": "fallback"})
+    with pytest.raises(TypeError) as info:
+        load_reward_manager(config, tokenizer, num_examine=0)
+    message = str(info.value)
+    assert "reward_model.reward_kwargs.on_error, reward_model.reward_kwargs.timeout" in message
+    assert "'naive' reward manager takes no such argument" in message
+    assert "reward_model.scoring.on_error/timeout" in message
 
 
 def test_rows_in_order_follows_a_reorder():
@@ -152,4 +169,5 @@ def test_async_reward_task_equals_the_inline_call_with_a_custom_function_from_a_
         ray.shutdown()
     scores, extra, metrics = compute_reward_with_metrics(data, manager)
     torch.testing.assert_close(remote_scores, scores)
-    assert remote_extra == extra and extra["length"] == [3, 2, 1] and remote_metrics == metrics == {}
+    assert remote_extra == extra and extra["length"] == [3, 2, 1]
+    assert remote_metrics == metrics == {"reward/timeouts": 0.0, "reward/errors": 0.0}

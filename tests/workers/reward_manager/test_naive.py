@@ -1,5 +1,7 @@
 """Naive, batch and DAPO managers against hand-computed scores and placements."""
 
+import os
+
 import pytest
 import torch
 
@@ -26,17 +28,17 @@ def test_naive_dict_scores_fill_extra_info(tokenizer):
     assert result["reward_extra_info"]["format"] == [1.0, 0.0, 1.0]
 
 
+def _report_keywords(data_source, solution_str, ground_truth, extra_info):
+    """Scores run in the scoring processes: the arguments come back in the result's extra keys."""
+    return {"score": len(solution_str), "seen": (data_source, solution_str, ground_truth, extra_info["index"])}
+
+
 def test_naive_custom_score_gets_keywords(tokenizer):
-    seen = []
-
-    def score(data_source, solution_str, ground_truth, extra_info):
-        seen.append((data_source, solution_str, ground_truth, extra_info["index"]))
-        return len(solution_str)
-
     data, lengths = make_batch(tokenizer, ["ab", "abcd"], ["x", "y"], data_source="mine")
-    reward = NaiveRewardManager(tokenizer, 0, compute_score=score)(data)
-    assert seen == [("mine", "ab", "x", 0), ("mine", "abcd", "y", 1)]
-    torch.testing.assert_close(reward, expected_tensor([2.0, 4.0], lengths))
+    result = NaiveRewardManager(tokenizer, 0, compute_score=_report_keywords)(data, return_dict=True)
+    assert result["reward_extra_info"]["seen"] == [("mine", "ab", "x", 0), ("mine", "abcd", "y", 1)]
+    torch.testing.assert_close(result["reward_tensor"], expected_tensor([2.0, 4.0], lengths))
+    assert result["reward_metrics"] == {"reward/timeouts": 0.0, "reward/errors": 0.0}
 
 
 def test_rm_scores_pass_through(tokenizer):
@@ -46,15 +48,17 @@ def test_rm_scores_pass_through(tokenizer):
 
 
 def test_batch_manager_calls_once(tokenizer):
-    calls = []
-
     def score_all(data_sources, solution_strs, ground_truths, extra_infos, bonus):
-        calls.append(len(solution_strs))
-        return [{"score": float(s.endswith(g)) + bonus, "length": len(s)} for s, g in zip(solution_strs, ground_truths)]
+        # the pid of the process that ran the call: one call scores the whole batch
+        return [
+            {"score": float(s.endswith(g)) + bonus, "length": len(s), "pid": os.getpid()}
+            for s, g in zip(solution_strs, ground_truths)
+        ]
 
     data, lengths = make_batch(tokenizer, ["#### 72", "#### 3", "ok 9"], ["72", "4", "9"])
-    result = BatchRewardManager(tokenizer, 0, compute_score=score_all, bonus=0.5)(data, return_dict=True)
-    assert calls == [3]
+    manager = BatchRewardManager(tokenizer, 0, compute_score=score_all, bonus=0.5, scoring={"num_processes": 2})
+    result = manager(data, return_dict=True)
+    assert len(set(result["reward_extra_info"]["pid"])) == 1
     torch.testing.assert_close(result["reward_tensor"], expected_tensor([1.5, 0.5, 1.5], lengths))
     assert result["reward_extra_info"]["length"] == [7, 6, 4]
 

@@ -55,9 +55,39 @@ def all_key_paths(cls: type, prefix: str = "") -> tuple[str, ...]:
     return tuple(paths)
 
 
+def _shared_depth(path: str, parent_path: str) -> int:
+    """How many leading components ``path`` shares with ``parent_path``."""
+    depth = 0
+    for a, b in zip(path.split("."), parent_path.split(".") if parent_path else []):
+        if a != b:
+            break
+        depth += 1
+    return depth
+
+
+def _same_meaning(root: type, parent_path: str, key: str, siblings: list[str]) -> list[str]:
+    """Key paths whose leaf is what ``key`` means in other trainers (``KEY_ALIASES``): siblings when one matches,
+    else the nearest in the tree (sharing most of ``parent_path``)."""
+    from verl.trainer.config.key_aliases import KEY_ALIASES
+
+    targets = KEY_ALIASES.get(key.lower().replace("-", "_"), ())
+    prefix = f"{parent_path}." if parent_path else ""
+    near = [prefix + target for target in targets if target in siblings]
+    if near:
+        return near[:3]
+    paths = all_key_paths(root)
+    found = [path for target in targets for path in paths if path.rsplit(".", 1)[-1] == target]
+    found.sort(key=lambda path: -_shared_depth(path, parent_path))  # stable: the alias's own order breaks ties
+    return list(dict.fromkeys(found))[:3]
+
+
 def nearest_keys(root: type, parent_path: str, key: str, siblings: list[str]) -> list[str]:
-    """Valid key paths closest to the unknown ``parent_path.key``: a similar sibling first, then the same
-    (or a similar) name elsewhere in the tree, then the closest full path."""
+    """Valid key paths closest to the unknown ``parent_path.key``, by meaning first (``learning_rate`` -> ``lr``,
+    :mod:`verl.trainer.config.key_aliases`), then by spelling: a similar sibling, then the same (or a similar) name
+    elsewhere in the tree, then the closest full path."""
+    same_meaning = _same_meaning(root, parent_path, key, siblings)
+    if same_meaning:
+        return same_meaning
     prefix = f"{parent_path}." if parent_path else ""
     close = difflib.get_close_matches(key, siblings, n=1, cutoff=0.6)
     if close:

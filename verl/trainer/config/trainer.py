@@ -87,6 +87,16 @@ class TrainerConfig(BaseConfig):
     resume_from_path: str | None = None
     """Checkpoint folder (``global_step_N``) to resume from when ``resume_mode`` is ``resume_path``."""
 
+    checkpoint_checksum: bool = True
+    """Record each checkpoint file's sha256 in the step folder's manifest (``checkpoint_manifest.json``, written after
+    every other file) and compare it on resume; false records and compares sizes only (no second read of large
+    checkpoints)."""
+
+    on_corrupt_checkpoint: str = choice_field("fallback", ("fallback", "stop"))
+    """When the checkpoint ``resume_mode=auto`` picks does not match its manifest (a file missing, truncated or
+    changed): ``fallback`` resumes from the newest older ``global_step_*`` that does, with a loud warning; ``stop``
+    fails naming the bad file and the command that resumes from the newest intact checkpoint. Nothing is deleted."""
+
     default_local_dir: str = "checkpoints"
     """Checkpoint root folder; the shipped YAML appends ``project_name/experiment_name``."""
 

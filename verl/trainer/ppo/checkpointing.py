@@ -5,26 +5,37 @@ Layout under ``trainer.default_local_dir``::
     global_step_{N}/actor/       written by the actor worker group
     global_step_{N}/critic/      written by the critic worker group (when there is a critic)
     global_step_{N}/data.pt      dataloader position, KL coefficient, RNG states, reward history
+    global_step_{N}/checkpoint_manifest.json   every file above with its size and sha256, written after them
     latest_checkpointed_iteration.txt   N, replaced atomically after everything above is on disk
 
 Because the tracker file is written last, a run killed while saving resumes from the previous complete
-checkpoint.
+checkpoint. Because the manifest lists what was saved, a checkpoint damaged afterwards (a truncated or removed file)
+is found on resume, named, and skipped for the newest intact one or reported with the command that resumes from it
+(``trainer.on_corrupt_checkpoint``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
+import shlex
 import shutil
+import sys
 import tempfile
 from typing import Any
 
 import numpy as np
 import torch
 
+from verl.utils.checkpoint.manifest import Verification, verify_manifest, write_manifest
+
 __all__ = [
     "CHECKPOINT_TRACKER",
+    "CheckpointError",
+    "resume_command",
+    "write_manifest",
     "find_latest_ckpt_path",
     "global_step_dir",
     "load_trainer_state",
@@ -65,30 +76,130 @@ def write_tracker(root: str, global_step: int) -> None:
     os.replace(tmp, os.path.join(root, CHECKPOINT_TRACKER))
 
 
-def find_latest_ckpt_path(root: str) -> str | None:
-    """The checkpoint folder named by the tracker file under ``root``, or None if there is none yet."""
+class CheckpointError(RuntimeError):
+    """The checkpoint to resume from is damaged (or missing) and no fallback applies; the message says what to run."""
+
+
+def resume_command(checkpoint: str | None = None) -> str:
+    """The command that relaunched this run: the launch overrides, with ``trainer.resume_mode=resume_path
+    trainer.resume_from_path=<checkpoint>`` when a checkpoint is given (else as launched, which resumes the latest
+    checkpoint under ``trainer.resume_mode=auto``)."""
+    from verl.trainer.main_ppo import LAUNCH_ARGV_ENV
+
+    raw = os.environ.get(LAUNCH_ARGV_ENV)
+    overrides = json.loads(raw) if raw else ["<your overrides>"]
+    if checkpoint is not None:
+        overrides = [
+            o for o in overrides if not o.lstrip("+").startswith(("trainer.resume_mode=", "trainer.resume_from_path="))
+        ]
+        overrides += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={os.path.abspath(checkpoint)}"]
+    return shlex.join(
+        [os.path.basename(sys.executable) if raw else "python", "-m", "verl.trainer.main_ppo", *overrides]
+    )
+
+
+def _tracked_step(root: str) -> int | None:
     tracker = os.path.join(root, CHECKPOINT_TRACKER)
     if not os.path.exists(tracker):
         return None
     with open(tracker) as handle:
-        global_step = int(handle.read().strip())
-    path = global_step_dir(root, global_step)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"{tracker} names step {global_step} but {path} does not exist")
-    return path
+        text = handle.read().strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise CheckpointError(
+            f"{tracker} holds {text!r}, not a step number; write the step to resume from in it"
+        ) from None
+
+
+def _older_steps(root: str, below: int) -> list[int]:
+    """Steps of the ``global_step_*`` folders under ``root`` below ``below``, newest first."""
+    steps = (int(match.group(1)) for name in os.listdir(root) if (match := _STEP_DIR.match(name)))
+    return sorted((step for step in steps if step < below), reverse=True)
+
+
+def find_latest_ckpt_path(root: str) -> str | None:
+    """The checkpoint folder named by the tracker file under ``root``, or None if there is none yet."""
+    step = _tracked_step(root)
+    return None if step is None else global_step_dir(root, step)
+
+
+def _verify(path: str, checksums: bool) -> Verification:
+    result = verify_manifest(path, checksums)
+    if result.has_manifest or result.problems:
+        return result
+    if not os.path.exists(os.path.join(path, TRAINER_STATE_FILE)):  # no manifest and no trainer state: incomplete
+        result.problems.append(f"{os.path.join(path, TRAINER_STATE_FILE)} is missing")
+    return result
+
+
+def _loud(lines: list[str]) -> None:
+    bar = "!" * 100
+    text = "\n".join([bar, *lines, bar])
+    print(text, flush=True)
+    print(text, file=sys.stderr, flush=True)
+
+
+def _newest_intact(root: str, below: int, checksums: bool) -> tuple[str | None, list[str]]:
+    """The newest verified ``global_step_K`` (K < ``below``) under ``root`` and the problems of those skipped."""
+    skipped = []
+    for step in _older_steps(root, below):
+        path = global_step_dir(root, step)
+        result = _verify(path, checksums)
+        if not result.problems:
+            return path, skipped
+        skipped.extend(result.problems)
+    return None, skipped
+
+
+def _damaged(path: str, problems: list[str], root: str, trainer_config, allow_fallback: bool) -> str:
+    """The checkpoint to use instead of the damaged ``path`` (fallback), or :class:`CheckpointError`."""
+    checksums = bool(trainer_config.checkpoint_checksum)
+    intact, skipped = _newest_intact(root, step_of(path), checksums)
+    damage = "\n".join(f"  - {problem}" for problem in problems)
+    if intact is not None and allow_fallback and trainer_config.on_corrupt_checkpoint == "fallback":
+        _loud(
+            [
+                f"CHECKPOINT DAMAGED: {path} does not match its manifest:",
+                damage,
+                *[f"  - (also skipped) {problem}" for problem in skipped],
+                f"Resuming from the newest intact checkpoint instead: {intact} (steps after {step_of(intact)} are "
+                "trained again). Nothing was deleted. Set trainer.on_corrupt_checkpoint=stop to stop instead.",
+            ]
+        )
+        return intact
+    if intact is not None:
+        action = f"The newest intact checkpoint is {intact}; resume from it with:\n  {resume_command(intact)}"
+    else:
+        action = (
+            f"No intact checkpoint is left under {root}; start from scratch with trainer.resume_mode=disable or a new "
+            "trainer.default_local_dir (nothing was deleted)."
+        )
+    raise CheckpointError(f"checkpoint {path} does not match its manifest:\n{damage}\n{action}")
 
 
 def resolve_resume_path(trainer_config) -> str | None:
-    """The checkpoint to resume from according to ``trainer.resume_mode``.
+    """The verified checkpoint to resume from according to ``trainer.resume_mode``.
 
-    ``disable``: none. ``auto``: the latest under ``trainer.default_local_dir`` (none on a fresh start).
-    ``resume_path``: ``trainer.resume_from_path``, which must be a ``global_step_<N>`` folder.
+    ``disable``: none. ``auto``: the one the tracker file under ``trainer.default_local_dir`` names (none on a fresh
+    start); when it does not match its manifest, ``trainer.on_corrupt_checkpoint`` picks the newest intact older one
+    or stops. ``resume_path``: ``trainer.resume_from_path`` (a ``global_step_<N>`` folder), which must be intact.
     """
     mode = trainer_config.resume_mode
     if mode == "disable":
         return None
+    checksums = bool(trainer_config.checkpoint_checksum)
     if mode == "auto":
-        return find_latest_ckpt_path(trainer_config.default_local_dir)
+        root = trainer_config.default_local_dir
+        path = find_latest_ckpt_path(root)
+        if path is None:
+            return None
+        result = _verify(path, checksums)
+        if result.problems:
+            return _damaged(path, result.problems, root, trainer_config, allow_fallback=True)
+        if not result.has_manifest:
+            print(f"Checkpoint {path} has no manifest (saved by an older version): resuming without verifying it.")
+        return path
     if mode == "resume_path":
         path = trainer_config.resume_from_path
         if not path:
@@ -96,6 +207,10 @@ def resolve_resume_path(trainer_config) -> str | None:
         step_of(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"trainer.resume_from_path={path!r} does not exist")
+        result = _verify(path, checksums)
+        if result.problems:
+            root = os.path.dirname(os.path.abspath(path))
+            return _damaged(path, result.problems, root, trainer_config, allow_fallback=False)
         return path
     raise ValueError(f"trainer.resume_mode={mode!r}; choose one of ['auto', 'disable', 'resume_path']")
 

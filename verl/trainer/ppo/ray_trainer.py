@@ -4,7 +4,7 @@ One step of :meth:`RayPPOTrainer.fit`, top to bottom::
 
     sample prompts -> [greedy baseline (ReMax)] -> repeat n -> generate -> score -> [dynamic sampling]
     -> old log-probs -> reference log-probs -> values -> KL in reward -> rollout correction -> advantages
-    -> critic update -> actor update (after critic_warmup) -> metrics
+    -> [finite check] -> critic update -> actor update (after critic_warmup) -> [finite loss check] -> metrics
 
 Scoring runs the reward-model worker group (``rm_scores``) and then the reward function; with
 ``reward_model.launch_reward_fn_async`` the reward function runs in another process (a Ray actor) while the
@@ -18,6 +18,7 @@ construction and data loading live in their own modules next to this one.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -28,7 +29,7 @@ from tqdm import tqdm
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
 from verl.trainer.config.root import PPOConfig
-from verl.trainer.ppo import checkpointing, core_algos
+from verl.trainer.ppo import checkpointing, core_algos, finite_checks
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.generation_dump import dump_batch_generations
 from verl.trainer.ppo.metric_utils import (
@@ -53,6 +54,8 @@ from verl.utils.profiler import marked_timer
 from verl.utils.tracking import Tracking
 
 __all__ = ["RayPPOTrainer", "Role", "ResourcePoolManager", "compute_response_mask"]
+
+_trace = logging.getLogger(__name__)  # DEBUG: each step as it starts (VERL_LOGGING_LEVEL=DEBUG)
 
 ASYNC_ROW_KEY = "_reward_row"
 """Non-tensor column recording each row's position when an async reward was launched (rows may be reordered)."""
@@ -383,12 +386,14 @@ class RayPPOTrainer:
                 batch = self._apply_kl_in_reward(batch, metrics)
                 batch = self._apply_rollout_correction(batch, metrics)
                 batch = self._compute_advantages(batch)
+                finite_checks.check_update_inputs(batch, self.global_steps)
             if self.use_critic:
                 with marked_timer("update_critic", timing_raw):
                     metrics.update(self._update_critic(batch))
             if self.global_steps > int(self.config.trainer.critic_warmup):
                 with marked_timer("update_actor", timing_raw):
                     metrics.update(self._update_actor(batch))
+            finite_checks.check_update_losses(metrics, self.global_steps)
 
         metrics.update(compute_data_metrics(batch, use_critic=self.use_critic))
         metrics.update(compute_timing_metrics(batch, timing_raw))
@@ -413,7 +418,8 @@ class RayPPOTrainer:
         )
 
     def _save_checkpoint(self) -> None:
-        """Models and optimizers (workers), then ``data.pt``, then the tracker file (atomically, last)."""
+        """Models and optimizers (workers), then ``data.pt``, then the manifest of the folder (sizes, sha256), then the
+        tracker file (atomically, last)."""
         trainer = self.config.trainer
         step_dir = checkpointing.global_step_dir(trainer.default_local_dir, self.global_steps)
         keep = trainer.max_actor_ckpt_to_keep
@@ -434,6 +440,7 @@ class RayPPOTrainer:
         if self.config.algorithm.use_kl_in_reward:
             state["kl_coef"] = self.kl_ctrl_in_reward.value
         checkpointing.save_trainer_state(step_dir, state)
+        checkpointing.write_manifest(step_dir, checksums=trainer.checkpoint_checksum)
         checkpointing.write_tracker(trainer.default_local_dir, self.global_steps)
         checkpointing.prune_old_checkpoints(trainer.default_local_dir, keep)
 
@@ -473,6 +480,7 @@ class RayPPOTrainer:
         save_freq, test_freq = int(trainer.save_freq), int(trainer.test_freq)
         while self.global_steps < self.total_training_steps:
             self.global_steps += 1
+            _trace.debug("step %d started", self.global_steps)
             try:
                 metrics = self.train_step(batches)
             except StopIteration:  # the data ran out before total_training_steps (dynamic sampling drops prompts)

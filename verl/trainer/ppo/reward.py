@@ -114,13 +114,37 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
 
 def _fill_overlong_settings(manager_cls: type, kwargs: dict[str, Any], config: PPOConfig) -> dict:
     """For managers taking ``overlong_buffer_cfg`` / ``max_resp_len`` (DAPO's), default them from
-    ``reward_model.overlong_buffer`` and ``data.max_response_length``; explicit reward_kwargs win."""
+    ``reward_model.overlong_buffer`` and ``data.max_response_length``; explicit reward_kwargs win. Managers taking
+    ``scoring`` (every built-in one) get ``reward_model.scoring``."""
     parameters = inspect.signature(manager_cls.__init__).parameters
+    if "scoring" in parameters:
+        kwargs["scoring"] = config.reward_model.scoring
     if "overlong_buffer_cfg" in parameters and "overlong_buffer_cfg" not in kwargs:
         kwargs["overlong_buffer_cfg"] = _kwargs_dict(config.reward_model.overlong_buffer)
     if "max_resp_len" in parameters and "max_resp_len" not in kwargs:
         kwargs["max_resp_len"] = config.data.max_response_length
     return kwargs
+
+
+def _check_manager_kwargs(manager_cls: type, kwargs: dict[str, Any], name: str) -> None:
+    """Fail naming ``reward_model.reward_kwargs.<key>`` when the manager's constructor has no such argument."""
+    parameters = inspect.signature(manager_cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(kwargs) - set(parameters))
+    if not unknown:
+        return
+    from verl.workers.config.reward_scoring import RewardScoringConfig
+
+    scoring_keys = [key for key in unknown if key in RewardScoringConfig().keys()]
+    hint = (
+        f"; the reward-function call settings are reward_model.scoring.{'/'.join(scoring_keys)}" if scoring_keys else ""
+    )
+    accepted = [key for key in parameters if key not in ("self", "tokenizer", "num_examine", "compute_score")]
+    raise TypeError(
+        f"reward_model.reward_kwargs.{', reward_model.reward_kwargs.'.join(unknown)}: the {name!r} reward manager "
+        f"takes no such argument (it takes {accepted}){hint}"
+    )
 
 
 def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: int, **reward_kwargs: Any):
@@ -129,13 +153,15 @@ def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: 
     Constructor arguments: ``tokenizer, num_examine, compute_score, reward_fn_key`` plus
     ``reward_model.reward_kwargs`` and ``reward_kwargs`` (the latter wins on a clash); a manager that takes
     ``overlong_buffer_cfg`` / ``max_resp_len`` gets ``reward_model.overlong_buffer`` /
-    ``data.max_response_length`` unless those kwargs set them.
+    ``data.max_response_length`` unless those kwargs set them, and one that takes ``scoring`` gets
+    ``reward_model.scoring``.
     """
     from verl.workers.reward_manager import get_reward_manager_cls
 
     config = as_typed_config(config, PPOConfig)
     manager_cls = get_reward_manager_cls(config.reward_model.reward_manager)
     kwargs = {**_kwargs_dict(config.reward_model.reward_kwargs), **reward_kwargs}
+    _check_manager_kwargs(manager_cls, kwargs, config.reward_model.reward_manager)
     kwargs = _fill_overlong_settings(manager_cls, kwargs, config)
     compute_score = get_custom_reward_fn(config)
     sandbox = config.reward_model.sandbox_fusion
@@ -163,8 +189,9 @@ def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: 
 
 
 def compute_reward_with_metrics(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list], dict]:
-    """``(token_level_scores (bs, R), reward_extra_infos_dict, reward_metrics)``; the metrics (``reward/<source>/*``)
-    come from a combined reward function and are empty for a plain reward manager."""
+    """``(token_level_scores (bs, R), reward_extra_infos_dict, reward_metrics)``. The metrics are the scoring counters
+    ``reward/timeouts`` and ``reward/errors`` of the built-in managers, plus ``reward/<source>/*`` of a combined reward
+    function (empty for a manager that reports none)."""
     result = reward_fn(data, return_dict=True)
     if isinstance(result, dict):
         return (

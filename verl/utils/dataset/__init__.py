@@ -1,19 +1,28 @@
-"""Prompt datasets, the built-in arithmetic task and a resumable dataloader."""
+"""Prompt datasets, the built-in arithmetic task and a resumable dataloader.
 
-from verl.utils.dataset.builtin import BUILTIN_PREFIX, register_builtin_task, resolve_data_files
-from verl.utils.dataset.dataloader import StatefulDataLoader, create_rl_dataloader, create_rl_dataset
-from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-from verl.utils.dataset.sampler import StatefulSampler, create_rl_sampler
+The names are imported on first use (the datasets pull in torch and transformers), so that the checks that run before
+Ray starts (``verl.utils.dataset.preflight``) stay fast.
+"""
 
-__all__ = [
-    "BUILTIN_PREFIX",
-    "RLHFDataset",
-    "StatefulDataLoader",
-    "StatefulSampler",
-    "collate_fn",
-    "create_rl_dataloader",
-    "create_rl_dataset",
-    "create_rl_sampler",
-    "register_builtin_task",
-    "resolve_data_files",
-]
+_NAMES = {
+    "BUILTIN_PREFIX": "verl.utils.dataset.builtin",
+    "register_builtin_task": "verl.utils.dataset.builtin",
+    "resolve_data_files": "verl.utils.dataset.builtin",
+    "StatefulDataLoader": "verl.utils.dataset.dataloader",
+    "create_rl_dataloader": "verl.utils.dataset.dataloader",
+    "create_rl_dataset": "verl.utils.dataset.dataloader",
+    "RLHFDataset": "verl.utils.dataset.rl_dataset",
+    "collate_fn": "verl.utils.dataset.rl_dataset",
+    "StatefulSampler": "verl.utils.dataset.sampler",
+    "create_rl_sampler": "verl.utils.dataset.sampler",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(_NAMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 from codetiming import Timer
+
+logger = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -23,7 +26,9 @@ def simple_timer(name: str, timing_raw: dict[str, float]) -> Iterator[None]:
 
 @contextmanager
 def marked_timer(name: str, timing_raw: dict[str, float], color: str | None = None, **kwargs) -> Iterator[None]:
-    """verl's signature (``color`` marks profiler ranges there); on this build it is ``simple_timer``."""
+    """verl's signature (``color`` marks profiler ranges there); on this build it is ``simple_timer``. The phase's
+    start is logged at DEBUG (``VERL_LOGGING_LEVEL=DEBUG``: where a run that seems stuck is)."""
+    logger.debug("phase %s started", name)
     with simple_timer(name, timing_raw):
         yield
 

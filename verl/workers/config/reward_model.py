@@ -16,6 +16,7 @@ from typing import Any
 
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.model import ModelSourceConfig
+from verl.workers.config.reward_scoring import RewardScoringConfig
 from verl.workers.config.roles import EngineRoleConfig, FSDPHolderConfig
 from verl.workers.config.rollout import RolloutConfig
 
@@ -225,6 +226,9 @@ class RewardModelConfig(EngineRoleConfig):
 
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
     """DAPO overlong-buffer penalty used by the ``dapo`` reward manager."""
+
+    scoring: RewardScoringConfig = field(default_factory=RewardScoringConfig)
+    """Time limit and failure policy of every reward-function call (the reward manager's scoring processes)."""
 
     def model_source(self) -> str | None:
         """``model``, ``judge`` or None: the reward-model source this config runs."""

@@ -7,7 +7,6 @@ response token: ``token_level_scores[i, valid_response_length[i] - 1] = score[i]
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -62,25 +61,6 @@ def decode_batch(data: DataProto, tokenizer, reward_fn_key: str = "data_source")
     return samples
 
 
-def split_score(result: Any) -> tuple[float, dict[str, Any]]:
-    """A scorer's return value as ``(score, extra metrics)``: a number, or a dict with a ``score`` key."""
-    if isinstance(result, dict):
-        if "score" not in result:
-            raise ValueError(f"a reward function returned a dict without a 'score' key: keys {sorted(result)}")
-        return float(result["score"]), dict(result)
-    return float(result), {}
-
-
-def is_valid_score(value: Any) -> bool:
-    """A finite real number (a bool counts), or a dict whose ``score`` is one."""
-    if isinstance(value, dict):
-        return "score" in value and is_valid_score(value["score"])
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def place_scores(data: DataProto, samples: list[ScoringInput], scores: list[float]) -> torch.Tensor:
     """``token_level_scores (bs, R)``: each score at its sample's last valid response token (none if empty)."""
     reward_tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
@@ -90,22 +70,31 @@ def place_scores(data: DataProto, samples: list[ScoringInput], scores: list[floa
     return reward_tensor
 
 
-def collect_extra_info(extras: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Per-key lists over the batch; a key missing from some samples is filled with None there."""
-    keys = sorted({key for extra in extras for key in extra})
-    return {key: [extra.get(key) for extra in extras] for key in keys}
-
-
 class AbstractRewardManager:
-    """Base of the reward managers: verl's constructor arguments and the example printing."""
+    """Base of the reward managers: verl's constructor arguments, the example printing, and the
+    :class:`~verl.workers.reward_manager.function_scorer.RewardFunctionScorer` that calls ``compute_score`` in
+    scoring processes under ``scoring`` (``reward_model.scoring``: time limit and failure policy)."""
 
-    def __init__(self, tokenizer, num_examine: int, compute_score=None, reward_fn_key: str = "data_source"):
+    def __init__(
+        self,
+        tokenizer,
+        num_examine: int,
+        compute_score=None,
+        reward_fn_key: str = "data_source",
+        scoring: Any = None,
+    ):
         from verl.utils.reward_score import default_compute_score
+        from verl.workers.reward_manager.function_scorer import RewardFunctionScorer
 
         self.tokenizer = tokenizer
         self.num_examine = num_examine
         self.compute_score = compute_score or default_compute_score
         self.reward_fn_key = reward_fn_key
+        self.scorer = RewardFunctionScorer(self.compute_score, scoring, reward_fn_key)
+
+    def close(self) -> None:
+        """Stop the scoring processes (they restart on the next call)."""
+        self.scorer.close()
 
     def print_examples(self, samples: list[ScoringInput], scores: list[float]) -> None:
         """Print up to ``num_examine`` samples of every data source (prompt, response, truth, score)."""
@@ -119,11 +108,16 @@ class AbstractRewardManager:
 
     @staticmethod
     def finish(
-        data: DataProto, reward_tensor: torch.Tensor, extra_info: dict[str, list], return_dict: bool
+        data: DataProto,
+        reward_tensor: torch.Tensor,
+        extra_info: dict[str, list],
+        return_dict: bool,
+        metrics: dict[str, float] | None = None,
     ) -> torch.Tensor | dict[str, Any]:
-        """verl's return convention: the tensor, or ``{"reward_tensor", "reward_extra_info"}``."""
+        """verl's return convention: the tensor, or ``{"reward_tensor", "reward_extra_info"}`` plus this build's
+        ``reward_metrics`` (batch-level counters such as ``reward/timeouts``, logged by the trainer)."""
         if return_dict:
-            return {"reward_tensor": reward_tensor, "reward_extra_info": extra_info}
+            return {"reward_tensor": reward_tensor, "reward_extra_info": extra_info, "reward_metrics": metrics or {}}
         return reward_tensor
 
     @staticmethod

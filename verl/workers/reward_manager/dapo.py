@@ -15,13 +15,7 @@ from typing import Any
 import torch
 
 from verl.protocol import DataProto
-from verl.workers.reward_manager.abstract import (
-    AbstractRewardManager,
-    collect_extra_info,
-    decode_batch,
-    place_scores,
-    split_score,
-)
+from verl.workers.reward_manager.abstract import AbstractRewardManager, decode_batch, place_scores
 from verl.workers.reward_manager.registry import register
 
 
@@ -45,8 +39,9 @@ class DAPORewardManager(AbstractRewardManager):
         reward_fn_key: str = "data_source",
         max_resp_len: int | None = None,
         overlong_buffer_cfg: Any = None,
+        scoring: Any = None,
     ):
-        super().__init__(tokenizer, num_examine, compute_score, reward_fn_key)
+        super().__init__(tokenizer, num_examine, compute_score, reward_fn_key, scoring)
         self.overlong_enabled = bool(_cfg_value(overlong_buffer_cfg, "enable", False))
         self.buffer_len = int(_cfg_value(overlong_buffer_cfg, "len", 0))
         self.penalty_factor = float(_cfg_value(overlong_buffer_cfg, "penalty_factor", 1.0))
@@ -71,23 +66,15 @@ class DAPORewardManager(AbstractRewardManager):
         if precomputed is not None:
             return precomputed
         samples = decode_batch(data, self.tokenizer, self.reward_fn_key)
-        scores, extras = [], []
-        for sample in samples:
-            score, extra = split_score(
-                self.compute_score(
-                    data_source=sample.data_source,
-                    solution_str=sample.solution_str,
-                    ground_truth=sample.ground_truth,
-                    extra_info=sample.extra_info,
-                )
-            )
-            if self.overlong_enabled:
-                penalty = self.overlong_reward(sample.valid_response_length)
-                score += penalty
-                if self.log_overlong:
-                    extra["overlong_reward"] = penalty
-                    extra["overlong"] = penalty < 0
-            scores.append(score)
-            extras.append(extra)
+        result = self.scorer.score_each(samples)
+        scores = list(result.scores)
+        extra_info = result.extra_info()
+        if self.overlong_enabled:
+            penalties = [self.overlong_reward(sample.valid_response_length) for sample in samples]
+            scores = [score + penalty for score, penalty in zip(scores, penalties)]
+            if self.log_overlong:
+                extra_info["overlong_reward"] = penalties
+                extra_info["overlong"] = [penalty < 0 for penalty in penalties]
         self.print_examples(samples, scores)
-        return self.finish(data, place_scores(data, samples, scores), collect_extra_info(extras), return_dict)
+        reward_tensor = place_scores(data, samples, scores)
+        return self.finish(data, reward_tensor, extra_info, return_dict, result.metrics)

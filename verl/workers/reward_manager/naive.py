@@ -1,4 +1,5 @@
-"""The naive reward manager: one ``compute_score`` call per sample, in this process."""
+"""The naive reward manager: one ``compute_score`` call per sample (in the scoring processes, under
+``reward_model.scoring``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ from typing import Any
 import torch
 
 from verl.protocol import DataProto
-from verl.workers.reward_manager.abstract import (
-    AbstractRewardManager,
-    collect_extra_info,
-    decode_batch,
-    place_scores,
-    split_score,
-)
+from verl.workers.reward_manager.abstract import AbstractRewardManager, decode_batch, place_scores
 from verl.workers.reward_manager.registry import register
 
 
@@ -26,17 +21,7 @@ class NaiveRewardManager(AbstractRewardManager):
         if precomputed is not None:
             return precomputed
         samples = decode_batch(data, self.tokenizer, self.reward_fn_key)
-        scores, extras = [], []
-        for sample in samples:
-            score, extra = split_score(
-                self.compute_score(
-                    data_source=sample.data_source,
-                    solution_str=sample.solution_str,
-                    ground_truth=sample.ground_truth,
-                    extra_info=sample.extra_info,
-                )
-            )
-            scores.append(score)
-            extras.append(extra)
-        self.print_examples(samples, scores)
-        return self.finish(data, place_scores(data, samples, scores), collect_extra_info(extras), return_dict)
+        result = self.scorer.score_each(samples)
+        self.print_examples(samples, result.scores)
+        reward_tensor = place_scores(data, samples, result.scores)
+        return self.finish(data, reward_tensor, result.extra_info(), return_dict, result.metrics)

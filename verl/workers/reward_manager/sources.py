@@ -69,7 +69,11 @@ class RuleSource:
             )
         result = self.manager(data, return_dict=True)
         if isinstance(result, dict):
-            return SourceScores(result["reward_tensor"], dict(result.get("reward_extra_info", {})))
+            return SourceScores(
+                result["reward_tensor"],
+                dict(result.get("reward_extra_info", {})),
+                dict(result.get("reward_metrics", {})),  # reward/timeouts, reward/errors of the scoring calls
+            )
         return SourceScores(result)
 
 
