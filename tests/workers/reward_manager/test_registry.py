@@ -24,7 +24,21 @@ def test_unknown_name_lists_registered_ones():
         get_reward_manager_cls("does-not-exist")
 
 
-def test_custom_manager_registers_by_name():
+@pytest.fixture
+def scratch_registry():
+    """The registry as it was before the test: a name registered here must not reach later tests (the config
+    reference lists every registered manager)."""
+    from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
+
+    entries, info = dict(REWARD_MANAGER_REGISTRY._entries), dict(REWARD_MANAGER_REGISTRY._info)
+    yield
+    REWARD_MANAGER_REGISTRY._entries.clear()
+    REWARD_MANAGER_REGISTRY._entries.update(entries)
+    REWARD_MANAGER_REGISTRY._info.clear()
+    REWARD_MANAGER_REGISTRY._info.update(info)
+
+
+def test_custom_manager_registers_by_name(scratch_registry):
     @register("test_constant")
     class ConstantRewardManager:
         def __init__(self, tokenizer, num_examine, compute_score=None, reward_fn_key="data_source"):
