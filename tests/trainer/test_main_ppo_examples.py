@@ -13,7 +13,7 @@ from verl.trainer.config.loader import check_overrides, compose_config, validate
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
-    + [*(EXAMPLES.parent / "recipe").glob("*/*.sh")]
+    + [p for p in (EXAMPLES.parent / "recipe").glob("*/*.sh") if "verl.trainer.main_ppo" in p.read_text()]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )
 ENV = {

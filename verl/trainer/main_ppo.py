@@ -8,6 +8,7 @@ which behaves the same on a laptop and on a multi-node cluster (``ray start`` fi
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 
 import hydra
 
-__all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
+__all__ = ["cli", "main", "run_or_exit", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
 
 BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
@@ -28,8 +29,9 @@ def _builtin_data_files(files: Any, split: str) -> Any:
     return [_builtin_data_files(f, split) for f in files]
 
 
-def prepare_config(config):
-    """Validate ``config`` into the typed ``PPOConfig`` and fill the embedded defaults, before Ray or any model.
+def prepare_config(config, schema: type | None = None):
+    """Validate ``config`` into the typed ``PPOConfig`` (or ``schema``, a recipe's extension of it) and fill the
+    embedded defaults, before Ray or any model.
 
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
@@ -39,9 +41,10 @@ def prepare_config(config):
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
     """
     from verl.trainer.config.loader import ConfigError, validate_config
+    from verl.trainer.config.root import PPOConfig
     from verl.utils.tracking import check_backends
 
-    typed = validate_config(config)
+    typed = validate_config(config, schema=schema or PPOConfig)
     try:
         check_backends(typed.trainer.logger)
     except (ValueError, ImportError) as exc:
@@ -57,11 +60,13 @@ def prepare_config(config):
 
 
 def _ray_init_kwargs(config) -> dict[str, Any]:
-    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers and the driver task; every
-    process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
+    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers of every resource pool and the
+    driver task; every process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
-        workers = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+        from verl.trainer.ppo.placement import resource_pool_spec
+
+        workers = sum(sum(counts) for counts in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
     from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
 
@@ -102,14 +107,17 @@ def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_tra
     return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples)
 
 
-def run_ppo(config, task_runner_class=None) -> None:
-    """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor."""
+def run_ppo(config, task_runner_class=None, schema: type | None = None) -> None:
+    """Validate (against ``schema``, default the PPO tree), start (or join) Ray, and run the training in a
+    ``TaskRunner`` actor (``task_runner_class``: a recipe's subclass, wrapped or not in ``ray.remote``)."""
     import ray
 
-    config = prepare_config(config)
+    config = prepare_config(config, schema)
     if not ray.is_initialized():
         ray.init(**_ray_init_kwargs(config))
-    runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
+    runner_cls = task_runner_class or TaskRunner
+    if not hasattr(runner_cls, "remote"):
+        runner_cls = ray.remote(num_cpus=1)(runner_cls)
     runner = runner_cls.remote()
     ray.get(runner.run.remote(config))
     if config.ray_kwargs.timeline_json_file:
@@ -117,13 +125,19 @@ def run_ppo(config, task_runner_class=None) -> None:
 
 
 class TaskRunner:
-    """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``."""
+    """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``.
+
+    Recipes subclass it: ``trainer_class`` is the trainer to run, ``_role_worker_mapping`` the worker class per
+    role; roles go to the resource pools ``trainer.placement`` names (``verl.trainer.ppo.placement``)."""
+
+    trainer_class = "verl.trainer.ppo.ray_trainer:RayPPOTrainer"
+    """``module:Class`` of the trainer (imported inside the Ray actor)."""
 
     def run(self, config) -> None:
         from transformers import AutoTokenizer
 
-        from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
-        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+        from verl.single_controller.ray import RayWorkerGroup
+        from verl.trainer.ppo.placement import build_resource_pool_manager
         from verl.trainer.ppo.reward import load_reward_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.workers.config.model import resolve_model_path
@@ -141,10 +155,7 @@ class TaskRunner:
         processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
-        world = [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)
-        resource_pool_manager = ResourcePoolManager(
-            resource_pool_spec={"global_pool": world}, mapping=dict.fromkeys(role_worker_mapping, "global_pool")
-        )
+        resource_pool_manager = build_resource_pool_manager(config, role_worker_mapping)
         reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
         val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1)
         train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
@@ -152,7 +163,9 @@ class TaskRunner:
         if config.data.val_files:
             val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False)
 
-        trainer = RayPPOTrainer(
+        module_name, _, class_name = self.trainer_class.partition(":")
+        trainer_cls = getattr(importlib.import_module(module_name), class_name)
+        trainer = trainer_cls(
             config=config,
             tokenizer=tokenizer,
             processor=processor,
@@ -183,27 +196,34 @@ class TaskRunner:
         return mapping
 
 
-@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
-def main(config) -> None:
+def run_or_exit(config, task_runner_class=None, schema: type | None = None) -> None:
+    """:func:`run_ppo`, with a config error printed (every problem, and that nothing started) and exit code 2."""
     from verl.trainer.config.loader import ConfigError
 
     try:
-        run_ppo(config)
+        run_ppo(config, task_runner_class, schema)
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
 
 
-def cli() -> None:
-    """Check the command-line keys (nearest valid key on a typo) before Hydra composes, then run ``main``."""
+@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
+def main(config) -> None:
+    run_or_exit(config)
+
+
+def cli(hydra_main=None, schema: type | None = None) -> None:
+    """Check the command-line keys against ``schema`` (nearest valid key on a typo) before Hydra composes, then run
+    ``hydra_main`` (default: this module's ``main``; a recipe passes its own entry point and config class)."""
     from verl.trainer.config.loader import ConfigError, check_overrides
+    from verl.trainer.config.root import PPOConfig
 
     try:
-        check_overrides(sys.argv[1:])
+        check_overrides(sys.argv[1:], schema or PPOConfig)
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
-    main()
+    (hydra_main or main)()
 
 
 if __name__ == "__main__":

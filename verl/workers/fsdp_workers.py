@@ -3,7 +3,8 @@
 A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``RolloutRole``, ``CriticRole``),
 each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
 
-Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
+Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``, and
+``actor_ref`` (an actor without a rollout engine, as on the trainer pool of the one-step off-policy recipe).
 ``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
 """
 
@@ -29,6 +30,7 @@ ROLES = {
     "ref": {"ref"},
     "actor_rollout": {"actor", "rollout"},
     "actor_rollout_ref": {"actor", "rollout", "ref"},
+    "actor_ref": {"actor", "ref"},
 }
 DP_MESH = "actor"
 

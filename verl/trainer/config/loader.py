@@ -83,8 +83,9 @@ def load_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_
     return validate_config(compose_config(overrides, config_name))
 
 
-def check_overrides(overrides: Sequence[str]) -> None:
-    """Fail fast on ``key=value`` overrides whose key is not in the schema, naming the nearest valid key.
+def check_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> None:
+    """Fail fast on ``key=value`` overrides whose key is not in ``schema`` (the PPO tree, or a recipe's extension
+    of it), naming the nearest valid key.
 
     Flags (``--cfg``, ``-m``), ``hydra.*`` keys, group selections (``rollout@...=hf``, ``critic=...``),
     additions (``+key=value``) and deletions (``~key``) are left to Hydra and to :func:`validate_config`.
@@ -98,13 +99,13 @@ def check_overrides(overrides: Sequence[str]) -> None:
         key = arg.split("=", 1)[0].strip()
         if "@" in key or "/" in key or key in groups or key.startswith("hydra.") or key == "hydra":
             continue
-        known, parent, unknown, siblings = resolve_path(PPOConfig, key)
+        known, parent, unknown, siblings = resolve_path(schema, key)
         if known:
             continue
         if not siblings:
             errors.append(f"'{key}': '{parent}' is a value, not a group of keys (it has no key '{unknown}')")
             continue
-        near = nearest_keys(PPOConfig, parent, unknown, siblings)
+        near = nearest_keys(schema, parent, unknown, siblings)
         full = f"{parent}.{unknown}" if parent else unknown
         hint = f"did you mean {' or '.join(repr(n) for n in near)}?" if near else f"valid keys here: {siblings}"
         errors.append(f"unknown key '{full}' in override '{arg}'; {hint}")

@@ -50,6 +50,19 @@ ROOT_SCHEMA_CLASSES = {
 """Schema node name -> ``module:Class`` of the dataclass it was built from (for validating root YAMLs)."""
 
 
+def register_schema(name: str, spec: str) -> None:
+    """Store the defaults of a recipe's root config (``spec`` is ``"module:Class"``, e.g. a class made by
+    :func:`verl.trainer.config.extend.extend_config`) under ``name`` in Hydra's ConfigStore, and remember the class
+    for :func:`schema_class`. A recipe YAML lists ``name`` first in its defaults, before ``ppo_trainer``, so the
+    recipe's own keys exist (and can be overridden on the command line) while every preset of ``ppo_trainer.yaml``
+    still applies. Idempotent."""
+    ROOT_SCHEMA_CLASSES[name] = spec
+    if ConfigStore.instance().repo.get(f"{name}.yaml") is not None:
+        return
+    node = OmegaConf.to_container(OmegaConf.structured(schema_class(name)))
+    ConfigStore.instance().store(name=name, node=node, provider="verl")
+
+
 def schema_class(name: str) -> type:
     """The dataclass behind the ConfigStore schema ``name`` (e.g. ``ppo_trainer_schema`` -> ``PPOConfig``)."""
     import importlib

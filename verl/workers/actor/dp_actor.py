@@ -43,6 +43,9 @@ class DataParallelPPOActor(BasePPOActor):
     multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
     policy passes its ``RefConfig`` and only computes log-probs."""
 
+    SUMMED_METRICS = frozenset({"actor/pg_loss", "actor/entropy", "actor/kl_loss"})
+    """Loss metrics that are micro-batch shares of the mini-batch value (summed over micro-batches and ranks)."""
+
     def __init__(
         self,
         config: ActorConfig | RefConfig,
@@ -120,12 +123,20 @@ class DataParallelPPOActor(BasePPOActor):
             )
         return data.split(mini_batch_size)
 
-    def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
-        """The micro-batch's share of the mini-batch loss, and its metrics."""
+    def _micro_batch_loss(
+        self,
+        micro_batch,
+        temperature: float,
+        counts: tuple[float, float],
+        multi_modal_rows=None,
+        entropy_coeff: float | None = None,
+    ):
+        """The micro-batch's share of the mini-batch loss, and its metrics; ``entropy_coeff`` overrides the
+        config's (the trainer's adaptive entropy control sends it per step)."""
         config = self.config
         loss_agg_mode = config.loss_agg_mode
         num_tokens, num_seqs = counts
-        entropy_coeff = config.entropy_coeff
+        entropy_coeff = config.entropy_coeff if entropy_coeff is None else entropy_coeff
         log_prob, entropy = self._forward_micro_batch(micro_batch, temperature, entropy_coeff != 0, multi_modal_rows)
         response_mask = micro_batch["response_mask"].to(log_prob.dtype)
         policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
@@ -157,6 +168,15 @@ class DataParallelPPOActor(BasePPOActor):
             metrics["actor/kl_coef"] = float(config.kl_loss_coef)
         return loss, metrics
 
+    def _update_keys(self, data: DataProto) -> list[str]:
+        """Batch columns the update reads (a loss that needs others, e.g. a teacher's, extends this)."""
+        keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
+        if self.config.use_kl_loss:
+            keys.append("ref_log_prob")
+        if "rollout_is_weights" in data.batch.keys():
+            keys.append("rollout_is_weights")
+        return keys
+
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """``ppo_epochs`` × mini-batches × micro-batches with gradient accumulation; one optimizer step per
         mini-batch. Loss metrics are the whole mini-batch's values (summed shares over micro-batches and
@@ -166,16 +186,12 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        select_keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
-        if config.use_kl_loss:
-            select_keys.append("ref_log_prob")
-        if "rollout_is_weights" in data.batch.keys():
-            select_keys.append("rollout_is_weights")
+        entropy_coeff = data.meta_info.get("entropy_coeff")
         data = data.select(
-            batch_keys=select_keys,
+            batch_keys=self._update_keys(data),
             non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
         )
-        summed = {"actor/pg_loss", "actor/entropy", "actor/kl_loss"}
+        summed = self.SUMMED_METRICS
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
@@ -192,7 +208,9 @@ class DataParallelPPOActor(BasePPOActor):
                 step_metrics: dict[str, list[float]] = defaultdict(list)
                 for micro_batch in plan.micro_batches:
                     micro_batch = micro_batch.to(current_device())
-                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts, multi_modal_rows)
+                    loss, micro_metrics = self._micro_batch_loss(
+                        micro_batch, temperature, counts, multi_modal_rows, entropy_coeff
+                    )
                     (loss * world).backward()
                     for name, value in micro_metrics.items():
                         step_metrics[name].append(value)

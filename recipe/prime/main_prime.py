@@ -1,0 +1,40 @@
+"""Entry point of the PRIME recipe::
+
+    python -m recipe.prime.main_prime [key=value ...]
+
+Composes ``recipe/prime/config/prime_trainer.yaml`` (the PPO tree plus PRIME's keys), validates it before Ray
+starts, and runs :class:`~recipe.prime.prime_ray_trainer.RayPRIMETrainer` with the implicit PRM as the
+``reward_model`` worker group (on the actor's devices unless ``trainer.placement.roles.reward_model`` moves it).
+"""
+
+from __future__ import annotations
+
+import hydra
+
+from recipe.prime.config import PrimeConfig
+from verl.trainer.main_ppo import TaskRunner, cli, run_or_exit
+
+
+class PrimeTaskRunner(TaskRunner):
+    """Actor/rollout (+ reference) and, with ``reward_model.enable``, the implicit PRM."""
+
+    trainer_class = "recipe.prime.prime_ray_trainer:RayPRIMETrainer"
+
+    @staticmethod
+    def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
+        from recipe.prime.prime_fsdp_workers import PRIMERewardModelWorker
+        from verl.trainer.ppo.utils import Role
+
+        mapping = TaskRunner._role_worker_mapping(config, use_critic, use_reference_policy)
+        if config.reward_model.enable:
+            mapping[Role.RewardModel] = PRIMERewardModelWorker
+        return mapping
+
+
+@hydra.main(config_path="config", config_name="prime_trainer", version_base=None)
+def main(config) -> None:
+    run_or_exit(config, PrimeTaskRunner, PrimeConfig)
+
+
+if __name__ == "__main__":
+    cli(main, PrimeConfig)
