@@ -38,7 +38,7 @@ def make_student(teacher: str, num_layers: int, output: str | None = None) -> st
     target = Path(output) if output else cache_dir() / "models" / f"{Path(teacher_path).name}-student-l{num_layers}"
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return str(target)
-    model = AutoModelForCausalLM.from_pretrained(teacher_path, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(teacher_path, dtype=torch.float32)
     layers = model.model.layers
     keep = kept_layers(len(layers), num_layers)
     model.model.layers = torch.nn.ModuleList([layers[i] for i in keep])

@@ -23,11 +23,10 @@ class PrimeTaskRunner(TaskRunner):
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
         from recipe.prime.prime_fsdp_workers import PRIMERewardModelWorker
-        from verl.trainer.ppo.utils import Role
 
         mapping = TaskRunner._role_worker_mapping(config, use_critic, use_reference_policy)
         if config.reward_model.enable:
-            mapping[Role.RewardModel] = PRIMERewardModelWorker
+            mapping["reward_model"] = PRIMERewardModelWorker
         return mapping
 
 

@@ -19,7 +19,6 @@ from recipe.prime.prime_core_algos import PRIME_ADV_ESTIMATOR_REGISTRY, compute_
 from verl.protocol import DataProto
 from verl.trainer.ppo.metric_utils import reduce_metrics
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-from verl.trainer.ppo.utils import Role
 from verl.utils.profiler import marked_timer
 
 REWARD_MODEL_GROUP = "reward_model"
@@ -40,7 +39,7 @@ class RayPRIMETrainer(RayPPOTrainer):
         return int(data.train_batch_size * data.oversample_factor)
 
     def _worker_group_names(self) -> dict:
-        return {Role.RewardModel: (REWARD_MODEL_GROUP, None, None)}
+        return {REWARD_MODEL_GROUP: (REWARD_MODEL_GROUP, None, None)}
 
     def init_workers(self) -> None:
         super().init_workers()

@@ -168,6 +168,10 @@ class DataParallelPPOActor(BasePPOActor):
             metrics["actor/kl_coef"] = float(config.kl_loss_coef)
         return loss, metrics
 
+    def _global_counts(self, mini_batch: DataProto) -> tuple[float, float]:
+        """``(tokens, sequences)`` of the mini-batch over all ranks, the denominators of ``agg_loss``."""
+        return global_counts(mini_batch.batch["response_mask"])
+
     def _update_keys(self, data: DataProto) -> list[str]:
         """Batch columns the update reads (a loss that needs others, e.g. a teacher's, extends this)."""
         keys = MODEL_INPUT_KEYS + ["response_mask", "old_log_probs", "advantages"]
@@ -196,7 +200,7 @@ class DataParallelPPOActor(BasePPOActor):
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"])
+                counts = self._global_counts(mini_batch)
                 multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
                     _tensor_batch(mini_batch),
