@@ -10,10 +10,17 @@ colocated on ``global_pool`` unless ``trainer.placement.roles.teacher`` gives th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 
 from recipe.gkd.config import DistillPPOConfig
 from verl.trainer.main_ppo import TaskRunner, cli, run_or_exit
+
+CONFIG_FILE = Path(__file__).parent / "config" / "on_policy_distill_trainer.yaml"
+"""The recipe's root config (composed on top of ``ppo_trainer.yaml``)."""
+SCHEMA = DistillPPOConfig
+"""Its typed tree."""
 
 
 class DistillTaskRunner(TaskRunner):
@@ -28,7 +35,7 @@ class DistillTaskRunner(TaskRunner):
         return {Role.ActorRollout: StudentWorker, "teacher": TeacherWorker}
 
 
-@hydra.main(config_path="config", config_name="on_policy_distill_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_FILE.stem, version_base=None)
 def main(config) -> None:
     run_or_exit(config, DistillTaskRunner, DistillPPOConfig)
 

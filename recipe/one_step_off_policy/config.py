@@ -54,7 +54,8 @@ def one_step_off_errors(config: Any) -> list[str]:
             f"algorithm.adv_estimator={config.algorithm.adv_estimator} needs a greedy baseline rollout per step, "
             "which the one-step pipeline does not run; pick grpo, rloo, reinforce_plus_plus or gae"
         )
-    if "rollout" in config.trainer.placement.roles or "actor_rollout" in config.trainer.placement.roles:
+    roles = config.trainer.placement.roles or {}
+    if "rollout" in roles or "actor_rollout" in roles:
         errors.append(
             "trainer.placement.roles cannot place 'rollout' or 'actor_rollout' in this recipe: the rollout pool is "
             "rollout.nnodes x rollout.n_gpus_per_node and the actor runs on global_pool"

@@ -10,10 +10,17 @@ Composes ``recipe/one_step_off_policy/config/one_step_off_ppo_trainer.yaml`` (th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 
 from recipe.one_step_off_policy.config import OneStepOffConfig
 from verl.trainer.main_ppo import TaskRunner, cli, run_or_exit
+
+CONFIG_FILE = Path(__file__).parent / "config" / "one_step_off_ppo_trainer.yaml"
+"""The recipe's root config (composed on top of ``ppo_trainer.yaml``)."""
+SCHEMA = OneStepOffConfig
+"""Its typed tree."""
 
 
 class OneStepOffTaskRunner(TaskRunner):
@@ -36,7 +43,7 @@ class OneStepOffTaskRunner(TaskRunner):
         return mapping
 
 
-@hydra.main(config_path="config", config_name="one_step_off_ppo_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_FILE.stem, version_base=None)
 def main(config) -> None:
     run_or_exit(config, OneStepOffTaskRunner, OneStepOffConfig)
 

@@ -9,10 +9,17 @@ starts, and runs :class:`~recipe.prime.prime_ray_trainer.RayPRIMETrainer` with t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 
 from recipe.prime.config import PrimeConfig
 from verl.trainer.main_ppo import TaskRunner, cli, run_or_exit
+
+CONFIG_FILE = Path(__file__).parent / "config" / "prime_trainer.yaml"
+"""The recipe's root config (composed on top of ``ppo_trainer.yaml``)."""
+SCHEMA = PrimeConfig
+"""Its typed tree."""
 
 
 class PrimeTaskRunner(TaskRunner):
@@ -30,7 +37,7 @@ class PrimeTaskRunner(TaskRunner):
         return mapping
 
 
-@hydra.main(config_path="config", config_name="prime_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_FILE.stem, version_base=None)
 def main(config) -> None:
     run_or_exit(config, PrimeTaskRunner, PrimeConfig)
 

@@ -69,7 +69,7 @@ def spin_errors(config: Any) -> list[str]:
         )
     if actor.use_kl_loss or config.algorithm.use_kl_in_reward:
         errors.append("SPIN's loss already regularises towards the reference: turn use_kl_loss / use_kl_in_reward off")
-    if "ref" in config.trainer.placement.roles:
+    if "ref" in (config.trainer.placement.roles or {}):
         errors.append("trainer.placement.roles.ref: SPIN keeps the reference in the actor's worker (it copies weights)")
     return errors
 

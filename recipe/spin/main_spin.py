@@ -9,10 +9,17 @@ Composes ``recipe/spin/config/spin_trainer.yaml`` (the PPO tree plus ``algorithm
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 
 from recipe.spin.config import SpinConfig
 from verl.trainer.main_ppo import TaskRunner, cli, run_or_exit
+
+CONFIG_FILE = Path(__file__).parent / "config" / "spin_trainer.yaml"
+"""The recipe's root config (composed on top of ``ppo_trainer.yaml``)."""
+SCHEMA = SpinConfig
+"""Its typed tree."""
 
 
 class SpinTaskRunner(TaskRunner):
@@ -26,7 +33,7 @@ class SpinTaskRunner(TaskRunner):
         return {Role.ActorRolloutRef: SPINWorker}
 
 
-@hydra.main(config_path="config", config_name="spin_trainer", version_base=None)
+@hydra.main(config_path="config", config_name=CONFIG_FILE.stem, version_base=None)
 def main(config) -> None:
     run_or_exit(config, SpinTaskRunner, SpinConfig)
 

@@ -72,7 +72,8 @@ def extend_config(
 ) -> type:
     """A subclass of the config dataclass ``base`` with ``fields`` added or re-declared (see the module docstring).
 
-    ``name`` is the new class name; generated parent classes are named ``<name>_<key>``. ``module`` is the module
+    ``name`` is the new class name (bind the result to that name in the calling module: pickle looks it up there);
+    generated parent classes are named ``<name>_<key>``. ``module`` is the module
     the classes claim (default: the caller's), so tracebacks and ``repr`` point at the recipe. ``namespace`` adds
     class attributes that shared code reads from the config's class, e.g. the recipe's worker groups, pools and
     their default placement (``worker_groups``, ``recipe_pools``, ``recipe_roles`` of
@@ -102,6 +103,11 @@ def extend_config(
     cls = dataclasses.make_dataclass(name, new_fields, bases=(base,), namespace=attributes)
     cls.__module__ = module
     _check_resolvable(cls)
+    # Bind the class under its name in the claiming module, so pickle finds it by reference (the caller's
+    # ``Name = extend_config(..., "Name", ...)`` binds the same object; generated parents get theirs here).
+    owner = sys.modules.get(module)
+    if owner is not None and getattr(owner, name, cls) is cls:
+        setattr(owner, name, cls)
     return cls
 
 

@@ -32,12 +32,12 @@ class PlacementConfig(BaseConfig):
     more devices, beside the actor instead of time-sharing its devices.
     """
 
-    pools: dict[str, list[int]] = field(default_factory=dict)
-    """Extra resource pools: name -> processes (devices) per node, e.g. ``{critic_pool: [2]}``."""
+    pools: dict[str, list[int]] | None = None
+    """Extra resource pools: name -> processes (devices) per node, e.g. ``{critic_pool: [2]}``; null: none."""
 
-    roles: dict[str, str] = field(default_factory=dict)
-    """Worker group -> pool name, e.g. ``{critic: critic_pool, ref: ref_pool}``; groups not named here (and the
-    names ``actor_rollout``, ``ref``, ``critic`` and any a recipe adds) run on ``global_pool``."""
+    roles: dict[str, str] | None = None
+    """Worker group -> pool name, e.g. ``{critic: critic_pool}``; groups not named here (``actor_rollout``, ``ref``,
+    ``critic`` and those a recipe adds, such as ``teacher``) run on ``global_pool``; null: all of them."""
 
 
 @dataclass

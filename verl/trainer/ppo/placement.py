@@ -51,7 +51,7 @@ def resource_pool_spec(config: Any) -> dict[str, list[int]]:
     recipe_pools = getattr(type(config), RECIPE_POOLS_ATTR, None)
     if recipe_pools is not None:
         spec.update(recipe_pools(config))
-    spec.update({name: [int(n) for n in counts] for name, counts in trainer.placement.pools.items()})
+    spec.update({name: [int(n) for n in counts] for name, counts in (trainer.placement.pools or {}).items()})
     return spec
 
 
@@ -59,7 +59,7 @@ def pool_of(config: Any, group: str) -> str:
     """The pool worker group ``group`` runs on: ``trainer.placement.roles``, else the recipe's default for it, else
     ``global_pool``."""
     recipe_roles = getattr(type(config), RECIPE_ROLES_ATTR, {})
-    return config.trainer.placement.roles.get(group) or recipe_roles.get(group, GLOBAL_POOL)
+    return (config.trainer.placement.roles or {}).get(group) or recipe_roles.get(group, GLOBAL_POOL)
 
 
 def pool_world_size(config: Any, group: str) -> int:
@@ -93,33 +93,33 @@ def build_resource_pool_manager(
 
 def placement_errors(config: Any) -> list[str]:
     """Unknown pools or worker groups, empty pools, and placements a feature forbids; each names the keys."""
-    placement = config.trainer.placement
+    pools, roles = config.trainer.placement.pools or {}, config.trainer.placement.roles or {}
     errors = []
-    if GLOBAL_POOL in placement.pools:
+    if GLOBAL_POOL in pools:
         errors.append(
             f"trainer.placement.pools must not redefine {GLOBAL_POOL!r} (it is trainer.nnodes x "
             "trainer.n_gpus_per_node); give the extra pool another name"
         )
-    for name, counts in placement.pools.items():
+    for name, counts in pools.items():
         if not counts or any(int(n) <= 0 for n in counts):
             errors.append(
                 f"trainer.placement.pools.{name}={counts} must list a positive process count per node, e.g. [2]"
             )
     known_groups = (*BASE_WORKER_GROUPS, *getattr(type(config), WORKER_GROUPS_ATTR, ()))
-    pools = set(resource_pool_spec(config))
-    for group, pool in placement.roles.items():
+    known_pools = set(resource_pool_spec(config))
+    for group, pool in roles.items():
         if group not in known_groups:
             errors.append(f"trainer.placement.roles names worker group {group!r}; known groups: {list(known_groups)}")
-        if pool not in pools:
+        if pool not in known_pools:
             errors.append(
                 f"trainer.placement.roles.{group}={pool!r} is not a pool; define it in trainer.placement.pools "
-                f"(pools now: {sorted(pools)})"
+                f"(pools now: {sorted(known_pools)})"
             )
     recipe_roles = getattr(type(config), RECIPE_ROLES_ATTR, {})
-    unused = sorted(set(placement.pools) - set(placement.roles.values()) - set(recipe_roles.values()))
+    unused = sorted(set(pools) - set(roles.values()) - set(recipe_roles.values()))
     if unused:
         errors.append(f"trainer.placement.pools {unused} host no worker group; place a group there or remove them")
-    if "ref" in placement.roles and int(config.actor_rollout_ref.model.lora_rank) > 0:
+    if "ref" in roles and int(config.actor_rollout_ref.model.lora_rank) > 0:
         errors.append(
             "trainer.placement.roles.ref: with LoRA (actor_rollout_ref.model.lora_rank > 0) the reference policy is "
             "the actor with its adapters off and runs in the actor's group; remove the ref placement"
