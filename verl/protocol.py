@@ -24,11 +24,31 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from verl.protocol_tools import (
+    AUTO_PADDING_KEY,
+    DataProtoConfig,
+    all_gather_data_proto,
+    deserialize_single_tensor,
+    deserialize_tensordict,
+    fold_batch_dim,
+    serialize_single_tensor,
+    serialize_tensordict,
+    unfold_batch_dim,
+)
+
 __all__ = [
     "DataProto",
+    "DataProtoConfig",
     "DataProtoItem",
+    "all_gather_data_proto",
     "collate_fn",
+    "deserialize_single_tensor",
+    "deserialize_tensordict",
+    "fold_batch_dim",
     "pad_dataproto_to_divisor",
+    "serialize_single_tensor",
+    "serialize_tensordict",
+    "unfold_batch_dim",
     "union_numpy_dict",
     "union_tensor_dict",
     "union_two_dict",
@@ -210,7 +230,7 @@ class DataProto:
         if num_batch_dims <= 0:
             raise ValueError(f"num_batch_dims must be positive, got {num_batch_dims}")
         if auto_padding:
-            meta_info["_verl_auto_padding"] = True
+            meta_info[AUTO_PADDING_KEY] = True
 
         batch = None
         if tensors:
@@ -389,11 +409,19 @@ class DataProto:
 
     # ---------------------------------------------------------------- splitting and joining
 
+    def is_padding_enabled(self) -> bool:
+        """Auto-padding is on for this DataProto (``from_dict(auto_padding=True)``) or globally (DataProtoConfig)."""
+        return bool(self.meta_info.get(AUTO_PADDING_KEY, False)) or DataProtoConfig.auto_padding
+
     def chunk(self, chunks: int) -> list[DataProto]:
-        """Split into ``chunks`` equal parts; the length must divide (pad with ``pad_dataproto_to_divisor`` first)."""
+        """Split into ``chunks`` equal parts; the length must divide (pad with ``pad_dataproto_to_divisor`` first)
+        unless auto-padding is enabled, in which case parts are ``torch.chunk``-sized (the first ones longer)."""
         if not isinstance(chunks, int) or chunks <= 0:
             raise ValueError(f"chunk: the number of chunks must be a positive int, got {chunks!r}")
         size = len(self)
+        if size % chunks != 0 and self.is_padding_enabled():
+            per_chunk = -(-size // chunks)
+            return [self.slice(start, start + per_chunk) for start in range(0, size, per_chunk)]
         if size % chunks != 0:
             raise ValueError(
                 f"chunk: batch size {size} is not divisible by {chunks} chunks; "

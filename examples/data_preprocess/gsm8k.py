@@ -53,23 +53,30 @@ def load_split(split: str, local_dataset_path: str | None) -> list[dict]:
     return list(datasets.load_dataset("openai/gsm8k", "main")[split])
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, row_fn=make_row, save_dir: str = "~/data/gsm8k", doc: str = __doc__) -> None:
+    """Write both splits with ``row_fn(example, split, index)`` (other GSM8K layouts reuse this with their own)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--local_dataset_path", default=None, help="folder with train.jsonl and test.jsonl")
-    parser.add_argument("--local_save_dir", default="~/data/gsm8k", help="where train/test.parquet are written")
+    parser.add_argument("--local_save_dir", default=save_dir, help="where train/test.parquet are written")
+    parser.add_argument("--local_dir", default=None, help="verl's older name of --local_save_dir")
+    parser.add_argument("--hdfs_dir", default=None, help="also copy the parquet folder there (hdfs:// or local)")
     parser.add_argument("--max_samples", type=int, default=-1, help="keep only the first N rows of each split")
     args = parser.parse_args(argv)
 
     from verl.utils.dataset.row_reading import write_parquet
+    from verl.utils.hdfs_io import copy, makedirs
 
-    save_dir = os.path.expanduser(args.local_save_dir)
+    save_dir = os.path.expanduser(args.local_dir or args.local_save_dir)
     for split in ("train", "test"):
         examples = load_split(split, args.local_dataset_path)
         if args.max_samples > 0:
             examples = examples[: args.max_samples]
-        rows = [make_row(example, split, index) for index, example in enumerate(examples)]
+        rows = [row_fn(example, split, index) for index, example in enumerate(examples)]
         write_parquet(rows, os.path.join(save_dir, f"{split}.parquet"))
         print(f"wrote {len(rows)} {split} rows to {os.path.join(save_dir, split + '.parquet')}")
+    if args.hdfs_dir is not None:
+        makedirs(args.hdfs_dir, exist_ok=True)
+        copy(src=save_dir, dst=args.hdfs_dir)
 
 
 if __name__ == "__main__":

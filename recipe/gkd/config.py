@@ -54,6 +54,11 @@ def distill_errors(config: Any) -> list[str]:
         errors.append("actor_rollout_ref.actor.entropy_coeff / adaptive_entropy are not used by the distillation loss")
     if config.critic.enable:
         errors.append("critic.enable=True: on-policy distillation has no critic")
+    if actor.ulysses_sequence_parallel_size > 1:
+        errors.append(
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size > 1: the distillation loss reads full-vocabulary "
+            "logits of the padded batch, which sequence parallelism splits; set it to 1"
+        )
     return errors
 
 

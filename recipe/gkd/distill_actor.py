@@ -46,7 +46,7 @@ class DistillActor(DataParallelPPOActor):
     def _update_keys(self, data: DataProto) -> list[str]:
         return MODEL_INPUT_KEYS + ["response_mask"] + TEACHER_KEYS
 
-    def _micro_batch_loss(self, micro_batch, temperature, counts, multi_modal_rows=None, entropy_coeff=None):
+    def _micro_batch_loss(self, micro_batch, temperature, counts, multi_modal_rows=None):
         """The micro-batch's share of ``loss_coef · agg(D)`` over the mini-batch, and its metrics."""
         num_tokens, num_seqs = counts
         agg = dict(loss_agg_mode=self.config.loss_agg_mode, global_num_tokens=num_tokens, global_num_seqs=num_seqs)

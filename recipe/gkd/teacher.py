@@ -13,9 +13,12 @@ from verl.utils.device import current_device, get_nccl_backend
 from verl.workers.actor.role_utils import with_fields
 from verl.workers.engine.micro_batches import plan_micro_batches
 from verl.workers.engine.registry import get_engine_cls
-from verl.workers.fsdp_workers import DP_MESH, load_tokenizer
+from verl.workers.fsdp_workers import load_tokenizer
 
 __all__ = ["TeacherWorker", "teacher_topk"]
+
+TEACHER_MESH = "teacher"
+"""Dispatch mesh of the teacher group (every rank is one data-parallel rank)."""
 
 
 @torch.no_grad()
@@ -48,12 +51,12 @@ class TeacherWorker(Worker):
                 f"tokens, the student {self.student_model.path!r} {student_vocab}: on-policy distillation compares "
                 "distributions token by token, so both must share the tokenizer"
             )
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(TEACHER_MESH, dp_rank=self.rank, is_collect=True)
         model = with_fields(teacher.model, lora_rank=0)
         self.engine = get_engine_cls(teacher.strategy)(model, teacher.fsdp_config, None, role="ref").initialize()
         self.engine.eval_mode()
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=TEACHER_MESH))
     def compute_teacher_topk(self, data: DataProto) -> DataProto:
         """``teacher_topk_log_probs`` (float) and ``teacher_topk_indices`` (long), each ``(bs, R, k)``."""
         teacher = self.teacher_config

@@ -26,7 +26,7 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import current_device, get_nccl_backend, is_cuda_available
 from verl.workers.config.rollout import ROLLOUT_DTYPES
-from verl.workers.fsdp_workers import DP_MESH, ActorRolloutRefWorker, RolloutRole, load_tokenizer
+from verl.workers.fsdp_workers import ROLLOUT_MESH, ActorRolloutRefWorker, RolloutRole, load_tokenizer
 
 _DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -125,7 +125,7 @@ class OneStepRolloutWorker(Worker):
         from verl.workers.actor.role_utils import with_fields
 
         self.tokenizer = load_tokenizer(self.config.model)
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(ROLLOUT_MESH, dp_rank=self.rank, is_collect=True)
         # A dedicated rollout pool never hands its memory to training: keep the engine awake between steps.
         rollout_config = with_fields(self.config.rollout, free_cache_engine=False)
         if rollout_config.name == "hf":
@@ -163,11 +163,11 @@ class OneStepRolloutWorker(Worker):
             self._received.weights = received
         return time.perf_counter() - start
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ROLLOUT_MESH))
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self.rollout.generate_sequences(prompts)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH), blocking=False)
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ROLLOUT_MESH), blocking=False)
     def async_generate_sequences(self, prompts: DataProto) -> DataProto:
         """:meth:`generate_sequences` returning at once with a ``DataProtoFuture`` (generation overlaps training)."""
         return self.rollout.generate_sequences(prompts)

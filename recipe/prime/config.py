@@ -154,6 +154,10 @@ def prime_errors(config: Any) -> list[str]:
         errors.append("PRIME's leave-one-out advantage needs actor_rollout_ref.rollout.n >= 2")
     if rm.enable and rm.model.input_tokenizer is not None:
         errors.append("reward_model.model.input_tokenizer must be null: the PRM reads the policy's tokens")
+    if rm.enable and rm.ulysses_sequence_parallel_size > 1:
+        errors.append(
+            "reward_model.ulysses_sequence_parallel_size > 1: the implicit PRM runs without sequence parallelism"
+        )
     if rm.enable and algo.reward_dpo_coef == 0 and rm.model.update == "none":
         errors.append("reward_model.enable=True with reward_dpo_coef=0 and update=none does nothing; disable the PRM")
     return errors
@@ -164,7 +168,7 @@ PrimeConfig = extend_config(
     "PrimeConfig",
     {"data": PrimeDataConfig, "reward_model": PrimeRewardModelConfig, "algorithm": PrimeAlgoConfig},
     checks=prime_errors,
-    namespace={"worker_groups": ("reward_model",)},
+    namespace={"worker_groups": ("reward_model",), "recipe_owned_sections": ("reward_model",)},
 )
 """``prime_trainer.yaml``'s tree."""
 

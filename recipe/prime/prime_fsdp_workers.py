@@ -10,9 +10,12 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.utils.device import get_nccl_backend
-from verl.workers.fsdp_workers import DP_MESH, load_tokenizer
+from verl.workers.fsdp_workers import load_tokenizer
 
 __all__ = ["PRIMERewardModelWorker"]
+
+PRM_MESH = "prime_rm"
+"""Dispatch mesh of the PRM group (every rank is one data-parallel rank)."""
 
 
 class PRIMERewardModelWorker(Worker):
@@ -29,20 +32,20 @@ class PRIMERewardModelWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
-        self._register_dispatch_collect_info(DP_MESH, dp_rank=self.rank, is_collect=True)
+        self._register_dispatch_collect_info(PRM_MESH, dp_rank=self.rank, is_collect=True)
         self.rm = DataParallelPRIMERewardModel(self.config, self.rollout_n, self.actor_mini_batch_size)
         engine = self.rm.engine
         self.checkpoint_manager = FSDPCheckpointManager(
             engine.module, engine.optimizer, engine.lr_scheduler, load_tokenizer(self.config.model)
         )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=PRM_MESH))
     def compute_rm_score(self, data: DataProto) -> DataProto:
         """``rm_scores (bs, R)`` of the current PRM; ``reward_model/reward`` and ``raw_reward`` in the metrics."""
         scores, metrics = self.rm.compute_rm_score(data)
         return DataProto.from_dict(tensors={"rm_scores": scores}, meta_info={"metrics": metrics})
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=DP_MESH))
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=PRM_MESH))
     def update_rm(self, data: DataProto) -> DataProto:
         """Train the PRM on ``acc`` for one pass; ``rm_scores`` are those of the update's forward passes."""
         start = time.perf_counter()

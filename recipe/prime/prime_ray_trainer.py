@@ -43,7 +43,7 @@ class RayPRIMETrainer(RayPPOTrainer):
 
     def init_workers(self) -> None:
         super().init_workers()
-        self.rm_wg = self.worker_groups.get(REWARD_MODEL_GROUP)
+        self.prm_wg = self.worker_groups.get(REWARD_MODEL_GROUP)
 
     # ------------------------------------------------------------------ rollout, verify, filter
 
@@ -74,14 +74,14 @@ class RayPRIMETrainer(RayPPOTrainer):
         uids = batch.non_tensor_batch["uid"]
         response_mask = batch.batch["response_mask"]
         if update in ("before", "after"):
-            output = self.rm_wg.update_rm(batch)
+            output = self.prm_wg.update_rm(batch)
             metrics.update(reduce_metrics(output.meta_info["metrics"]))
             scores = output.batch["rm_scores"]
             metrics["reward_model/dpo_acc_before"] = float(
                 compute_dpo_accuracy(scores, batch.batch["acc"], response_mask, uids)
             )
         if update in ("before", "none"):
-            output = self.rm_wg.compute_rm_score(batch)
+            output = self.prm_wg.compute_rm_score(batch)
             metrics.update(reduce_metrics(output.meta_info["metrics"]))
             scores = output.batch["rm_scores"]
         metrics["reward_model/dpo_acc"] = float(compute_dpo_accuracy(scores, batch.batch["acc"], response_mask, uids))
@@ -115,7 +115,7 @@ class RayPRIMETrainer(RayPPOTrainer):
         with marked_timer("adv", timing_raw):
             batch = self._apply_kl_in_reward(batch, metrics)
             batch = self._apply_rollout_correction(batch, metrics)
-            if self.rm_wg is not None:
+            if self.prm_wg is not None:
                 with marked_timer("reward_model", timing_raw):
                     batch = self._implicit_rewards(batch, metrics)
             batch = self._compute_advantages(batch)
@@ -127,9 +127,9 @@ class RayPRIMETrainer(RayPPOTrainer):
     # ------------------------------------------------------------------ checkpoints
 
     def _save_extra_models(self, step_dir: str) -> None:
-        if self.rm_wg is not None:
-            self.rm_wg.save_checkpoint(local_path=f"{step_dir}/reward", global_step=self.global_steps)
+        if self.prm_wg is not None:
+            self.prm_wg.save_checkpoint(local_path=f"{step_dir}/reward", global_step=self.global_steps)
 
     def _load_extra_models(self, step_dir: str) -> None:
-        if self.rm_wg is not None:
-            self.rm_wg.load_checkpoint(f"{step_dir}/reward")
+        if self.prm_wg is not None:
+            self.prm_wg.load_checkpoint(f"{step_dir}/reward")

@@ -22,8 +22,8 @@ class SPINActor(DataParallelPPOActor):
 
     SUMMED_METRICS = frozenset({"actor/dpo_loss"})
 
-    def __init__(self, config, actor_module, actor_optimizer, spin, use_remove_padding: bool = True):
-        super().__init__(config, actor_module, actor_optimizer, use_remove_padding)
+    def __init__(self, config, actor_module, actor_optimizer, spin, use_remove_padding: bool = True, ulysses=None):
+        super().__init__(config, actor_module, actor_optimizer, use_remove_padding, ulysses)
         self.spin = spin
 
     def _update_keys(self, data: DataProto) -> list[str]:
@@ -31,10 +31,10 @@ class SPINActor(DataParallelPPOActor):
 
     def _global_counts(self, mini_batch: DataProto) -> tuple[float, float]:
         """``(tokens, pairs)`` over all ranks (every row counts, an empty sample too)."""
-        tokens = all_reduce_sum(mini_batch.batch["response_mask"].sum())
-        return tokens, all_reduce_sum(len(mini_batch)) / 2
+        tokens = all_reduce_sum(mini_batch.batch["response_mask"].sum(), group=self.dp_group)
+        return tokens, all_reduce_sum(len(mini_batch), group=self.dp_group) / 2
 
-    def _micro_batch_loss(self, micro_batch, temperature, counts, multi_modal_rows=None, entropy_coeff=None):
+    def _micro_batch_loss(self, micro_batch, temperature, counts, multi_modal_rows=None):
         if micro_batch["input_ids"].shape[0] % 2:
             raise ValueError(
                 "SPIN micro-batches must hold whole (chosen, rejected) pairs: use an even micro-batch size"

@@ -34,6 +34,7 @@ class SPINWorker(ActorRolloutRefWorker):
             role.engine.optimizer,
             self.spin,
             use_remove_padding=bool(self.config.model.use_remove_padding),
+            ulysses=role.engine.ulysses,
         )
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)

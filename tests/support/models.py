@@ -14,15 +14,19 @@ def smollm2_path() -> str:
     return default_model_path()
 
 
-def tiny_model_path(arch: str = "llama", num_layers: int = 2, hidden_size: int = 64, seed: int = 0) -> str:
+def tiny_model_path(
+    arch: str = "llama", num_layers: int = 2, hidden_size: int = 64, seed: int = 0, num_key_value_heads: int = 2
+) -> str:
     """Build (once, cached) a tiny random causal LM of ``arch`` ('llama' or 'qwen2') with SmolLM2's tokenizer.
 
-    4 query heads and 2 KV heads of dim 16, so tensor parallel sizes 1 and 2 both divide the heads.
+    4 query heads and (by default) 2 KV heads of dim 16, so tensor and sequence parallel sizes 1 and 2 both divide
+    the heads; ``num_key_value_heads=1`` gives a model whose single KV head a parallel size of 2 must replicate.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    target = cache_dir() / "models" / f"tiny-{arch}-l{num_layers}-h{hidden_size}-s{seed}"
+    kv_suffix = "" if num_key_value_heads == 2 else f"-kv{num_key_value_heads}"
+    target = cache_dir() / "models" / f"tiny-{arch}-l{num_layers}-h{hidden_size}-s{seed}{kv_suffix}"
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return str(target)
     tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
@@ -33,7 +37,7 @@ def tiny_model_path(arch: str = "llama", num_layers: int = 2, hidden_size: int =
         intermediate_size=hidden_size * 2,
         num_hidden_layers=num_layers,
         num_attention_heads=4,
-        num_key_value_heads=2,
+        num_key_value_heads=num_key_value_heads,
         head_dim=hidden_size // 4,
         max_position_embeddings=2048,
         tie_word_embeddings=arch == "llama",
@@ -60,3 +64,23 @@ def tiny_vlm_path(arch: str = "qwen2_vl", seed: int = 0) -> str:
     from verl.models.random_vlm import build_random_vlm
 
     return build_random_vlm(str(cache_dir() / "models" / f"tiny-{arch}-s{seed}"), smollm2_path(), arch, "tiny", seed)
+
+
+def tp_padded_model_path(src: str, tp: int) -> str:
+    """A cached copy of the model at ``src`` with its attention heads padded for tensor parallelism of size ``tp``
+    (``verl.models.mcore.pad_heads``); ``src`` itself when its heads already divide."""
+    from verl.models.mcore.pad_heads import needs_padding, pad_heads
+
+    if not needs_padding(src, tp):
+        return src
+    target = cache_dir() / "models" / f"{Path(src).name}-tp{tp}-padded"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".padded-", dir=target.parent))
+    pad_heads(src, str(tmp), tp)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process finished the same model first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)

@@ -6,6 +6,9 @@
   remove-padding, 24 steps: step 1's loss equals the assistant-token NLL computed in this process with plain
   Hugging Face code and a mask built from the chat template text (so only assistant tokens are trained);
   the loss falls; a run resumed from the step-12 checkpoint reproduces steps 13..24 exactly.
+- Ulysses sequence parallelism: one training step with ``ulysses_sequence_parallel_size=2`` on 2 ranks (gradient
+  checkpointing, remove-padding) has the loss, grad norm and clipped gradients of the same step in one plain
+  process (SP=1).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from tests.support.models import smollm2_path, tiny_model_path
 from tests.trainer.test_main_generation import module_overrides
 from tests.utils.dataset.test_multiturn_sft_dataset import reference_loss_mask
+from tests.workers.engine.fsdp.distributed import run_on_ranks
 from verl.trainer.config.loader import CONFIG_DIR, _compose
 from verl.trainer.config.sft import SFTConfig, validate_typed
 
@@ -158,3 +162,69 @@ def test_sft_example_composes(script):
     overrides = module_overrides(script.read_text(), "verl.trainer.fsdp_sft_trainer")
     assert any(arg.startswith("data.train_files=") for arg in overrides)
     validate_typed(_compose(str(CONFIG_DIR), "sft_trainer", overrides), SFTConfig)
+
+
+def _sft_sp_rank(rank, world, model_path, data_path, checkpoint_dir):
+    from verl.trainer.config.sft import SFTDataConfig, SFTModelConfig, SFTOptimConfig, SFTTrainerConfig
+    from verl.trainer.fsdp_sft_trainer import FSDPSFTTrainer
+    from verl.trainer.sft.data import create_sft_dataset
+
+    config = SFTConfig(
+        data=SFTDataConfig(
+            train_files=data_path, val_files=None, train_batch_size=4, micro_batch_size_per_gpu=2, max_length=48
+        ),
+        model=SFTModelConfig(
+            path=model_path, partial_pretrain=model_path, use_remove_padding=True, enable_gradient_checkpointing=True
+        ),
+        optim=SFTOptimConfig(lr=1e-3, warmup_steps_ratio=0.0, lr_scheduler="constant"),
+        trainer=SFTTrainerConfig(logger=["console"], default_local_dir=checkpoint_dir, total_epochs=1),
+        use_remove_padding=True,
+        ulysses_sequence_parallel_size=2,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    trainer = FSDPSFTTrainer(config, tokenizer, create_sft_dataset(data_path, config.data, tokenizer), device="cpu")
+    grads = {}
+
+    def capture_clipped_grads(optimizer, args, kwargs):
+        for name, param in trainer.engine.module.named_parameters():
+            grads[name] = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad.clone()
+
+    trainer.engine.optimizer.register_step_pre_hook(capture_clipped_grads)
+    batch = next(iter(trainer.train_stream))
+    metrics = trainer.training_step(batch)
+    return {"batch": batch, "metrics": metrics, "grads": grads}
+
+
+@pytest.mark.slow
+def test_ulysses_sp2_step_matches_plain_single_process_step(tmp_path):
+    model_path = tiny_model_path("qwen2")
+    data = tmp_path / "train.parquet"
+    pd.DataFrame(arithmetic_rows(4)).to_parquet(data)
+    results = run_on_ranks(_sft_sp_rank, 2, model_path, str(data), str(tmp_path / "ckpt"))
+    batch = results[0]["batch"]
+    for key in ("input_ids", "loss_mask"):  # one data-parallel group: both ranks took the whole batch
+        assert torch.equal(results[1]["batch"][key], batch[key])
+        assert batch[key].shape[0] == 4
+
+    # the same step in one process: token-mean NLL of the target tokens, gradients clipped to norm 1
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    nll, tokens = 0.0, 0.0
+    for row in range(4):
+        valid = batch["attention_mask"][row].bool()
+        ids = batch["input_ids"][row][valid]
+        target = batch["loss_mask"][row][valid][1:].float()
+        log_probs = torch.log_softmax(model(input_ids=ids[None]).logits[0, :-1], dim=-1)
+        nll = nll - (log_probs.gather(-1, ids[1:, None])[:, 0] * target).sum()
+        tokens += float(target.sum())
+    loss = nll / tokens
+    loss.backward()
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+
+    metrics = results[0]["metrics"]
+    assert metrics["train/loss"] == pytest.approx(loss.item(), rel=1e-5)
+    assert metrics["train/grad_norm"] == pytest.approx(grad_norm, rel=1e-4)
+    assert metrics["train/num_target_tokens"] == tokens
+    for name, param in model.named_parameters():
+        # float32 sums over a few hundred tokens in another order: ~n * 2^-24 of the largest entry
+        tolerance = 2e-5 * float(param.grad.abs().max())
+        torch.testing.assert_close(results[0]["grads"][name], param.grad, atol=tolerance, rtol=0, msg=name)

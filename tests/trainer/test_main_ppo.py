@@ -84,6 +84,7 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
         "algorithm.adv_estimator=grpo",
         "actor_rollout_ref.actor.use_kl_loss=True",
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
+        "actor_rollout_ref.rollout.calculate_log_probs=True",  # vLLM returns rollout_log_probs only when asked
     ]
     proc, records = run_main_ppo(overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)

@@ -13,6 +13,8 @@ from verl.trainer.config.loader import check_overrides, compose_config, validate
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
+    + [*EXAMPLES.glob("agent_loop/*.sh")]
+    + [*EXAMPLES.glob("reward_model/*.sh")]
     + [p for p in (EXAMPLES.parent / "recipe").glob("*/*.sh") if "verl.trainer.main_ppo" in p.read_text()]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )
@@ -23,6 +25,7 @@ ENV = {
     "SKYPILOT_NUM_GPUS_PER_NODE": "8",
     "NUM_NODES": "2",
     "MODEL": "Qwen/Qwen2.5-0.5B-Instruct",
+    "PROJECT_DIR": str(EXAMPLES.parent),  # scripts run from the repository root
 }
 
 
@@ -32,13 +35,21 @@ def main_ppo_overrides(text: str, home: str) -> list[str]:
     line = next(line for line in text.splitlines() if "verl.trainer.main_ppo" in line)
     args = shlex.split(line.split("verl.trainer.main_ppo", 1)[1])
     env = {**ENV, "HOME": home, "DATA_DIR": f"{home}/data/gsm8k"}
+    if "--config-name" in args:  # "--config-name NAME": the name is not an override
+        del args[args.index("--config-name") + 1]
     substituted = []
     for arg in args:
-        if arg in ("$@", '"$@"'):
+        if arg in ("$@", '"$@"') or arg.startswith("--config-name"):
             continue
         arg = re.sub(r"\$\{?(\w+)\}?", lambda m: env[m.group(1)], arg)
         substituted.append(arg)
     return substituted
+
+
+def config_name(text: str) -> str:
+    """The script's ``--config-name`` (``ppo_trainer`` when it has none)."""
+    match = re.search(r"--config-name[= ]+['\"]?([\w.]+?)(?:\.yaml)?['\"]?(?:\s|$)", text)
+    return match.group(1) if match else "ppo_trainer"
 
 
 def test_every_example_is_found():
@@ -51,5 +62,5 @@ def test_example_command_validates(script, tmp_path):
     overrides = main_ppo_overrides(script.read_text(), str(tmp_path))
     assert any(o.startswith("algorithm.adv_estimator=") for o in overrides)
     check_overrides(overrides)
-    config = validate_config(compose_config(overrides))
+    config = validate_config(compose_config(overrides, config_name=config_name(script.read_text())))
     assert config.trainer.total_training_steps is None or "smollm2" in script.name

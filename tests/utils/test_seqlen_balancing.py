@@ -88,3 +88,38 @@ def test_rearrange_rejects_budget_below_longest_sequence():
     batch = TensorDict({"attention_mask": torch.ones(2, 10, dtype=torch.long)}, batch_size=[2])
     with pytest.raises(ValueError, match="ppo_max_token_len_per_gpu"):
         rearrange_micro_batches(batch, max_token_len=5)
+
+
+def test_group_balanced_partitions_keep_prompt_groups_together():
+    from verl.utils.seqlen_balancing import get_group_balanced_partitions
+
+    seqlens = [10, 12, 50, 48, 5, 5, 30, 31]
+    uids = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    partitions = get_group_balanced_partitions(seqlens, uids, 2)
+    assert sorted(i for p in partitions for i in p) == list(range(8))
+    for partition in partitions:
+        assert len({uids[i] for i in partition}) == 2  # two whole groups each
+        for i in partition:
+            assert all(j in partition for j in range(8) if uids[j] == uids[i])
+    totals = sorted(sum(seqlens[i] for i in p) for p in partitions)
+    # group sums a=22 b=98 c=10 d=61; the best two-pair split is {a, d} = 83 vs {b, c} = 108
+    assert totals == [83, 108]
+
+
+def test_prepare_dynamic_batch_splits_and_restores_a_dataproto():
+    from verl import DataProto
+    from verl.utils.seqlen_balancing import prepare_dynamic_batch, restore_dynamic_batch
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
+    data = DataProto.from_dict(
+        tensors={"attention_mask": mask, "x": torch.arange(4)},
+        non_tensors={"uid": ["a", "b", "c", "d"]},
+        meta_info={"temperature": 0.5},
+    )
+    micro, indices = prepare_dynamic_batch(data, max_token_len=5)
+    assert all(int(m.batch["attention_mask"].sum()) <= 5 for m in micro)
+    assert all(m.meta_info == {"temperature": 0.5} for m in micro)
+    for m, idx in zip(micro, indices):
+        assert m.non_tensor_batch["uid"].tolist() == [["a", "b", "c", "d"][i] for i in idx]
+    restored = restore_dynamic_batch(torch.cat([m.batch["x"] for m in micro]), indices)
+    assert restored.tolist() == [0, 1, 2, 3]

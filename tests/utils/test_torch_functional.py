@@ -334,3 +334,41 @@ def test_cosine_schedule_with_warmup_hand_values():
     assert factors[6] == pytest.approx(0.55) and factors[10] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="min_lr_ratio"):
         lr_factors(tf.get_cosine_schedule_with_warmup, 1, num_warmup_steps=0, num_training_steps=5, min_lr_ratio=2)
+
+
+def test_expand_as_nested_repeats_each_row_value():
+    from verl.utils.torch_functional import expand_as_nested
+
+    nested = torch.nested.as_nested_tensor([torch.randn(2), torch.randn(3), torch.randn(4)], layout=torch.jagged)
+    out = expand_as_nested(torch.tensor([1, 2, 3]), nested)
+    assert out.values().tolist() == [1, 1, 2, 2, 2, 3, 3, 3, 3]
+    assert torch.equal(out.offsets(), nested.offsets())
+    with pytest.raises(AssertionError):
+        expand_as_nested(torch.tensor([1, 2, 3]), torch.zeros(3))
+    with pytest.raises(AssertionError):
+        expand_as_nested(torch.tensor([1, 2, 3, 4]), nested)
+
+
+def test_log_probs_from_logits_all_rmpad_matches_the_padded_computation():
+    from verl.utils.torch_functional import log_probs_from_logits_all_rmpad
+
+    generator = torch.Generator().manual_seed(3)
+    batch, seqlen, vocab, response = 2, 5, 7, 2
+    mask = torch.tensor([[0, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+    input_ids = torch.randint(0, vocab, (batch, seqlen), generator=generator)
+    logits = torch.randn(batch, seqlen, vocab, generator=generator, dtype=torch.float64)
+    indices = mask.flatten().nonzero().squeeze(-1)
+    ids_rmpad = input_ids.flatten()[indices].unsqueeze(0)
+    logits_rmpad = logits.reshape(-1, vocab)[indices]
+    out = log_probs_from_logits_all_rmpad(ids_rmpad, logits_rmpad, indices, batch, seqlen, response)
+    # reference: token t+1 of each row scored by the row's logits at t (all response tokens are valid here)
+    reference = torch.log_softmax(logits, -1)[:, :-1].gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    assert out.shape == (batch, response)
+    torch.testing.assert_close(out, reference[:, -response:], rtol=0, atol=1e-12)
+
+
+def test_sum_pi_squared_from_logits():
+    from verl.utils.torch_functional import sum_pi_squared_from_logits
+
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.25], [1.0, 1e-12, 1e-12]], dtype=torch.float64))
+    torch.testing.assert_close(sum_pi_squared_from_logits(logits), torch.tensor([0.375, 1.0], dtype=torch.float64))

@@ -12,16 +12,28 @@ from verl.utils.tracking import LOGGER_REGISTRY, Tracking, check_backends
 OPTIONAL_BACKENDS = ["tensorboard", "wandb", "mlflow", "swanlab"]
 
 
-def test_console_prints_one_readable_line_per_step(capsys):
+def test_console_prints_verl_metric_keys_and_the_progress_line(capsys):
     tracking = Tracking("proj", "exp", default_backend="console")
     tracking.log({"critic/score/mean": 0.25, "actor/pg_loss": -0.125, "timing_s/step": 3.5, "other/x": 1.0}, step=3)
-    tracking.log({"critic/score/mean": 0.5, "val-core/arithmetic/reward/mean@1": 0.75}, step=4)
+    tracking.log({"critic/score/mean": 0.5, "val-core/arithmetic/reward/mean@1": 0.75, "text": "skipped"}, step=4)
     tracking.finish()
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [
+        "step:3 - actor/pg_loss:-0.125 - critic/score/mean:0.250 - other/x:1.000 - timing_s/step:3.500",
         "step 3 | score 0.25 | pg_loss -0.125 | step_s 3.5",
+        "step:4 - critic/score/mean:0.500 - val-core/arithmetic/reward/mean@1:0.750",
         "step 4 | score 0.5 | val-core/arithmetic/reward/mean@1 0.75",
     ]
+
+
+def test_console_metric_line_parses_back_to_the_metrics(capsys):
+    """A parser written for verl's console output (split on ' - ', then on the first ':') finds every metric."""
+    metrics = {"critic/score/mean": 0.5, "actor/pg_loss": -0.25, "response_length/mean": 12.0, "training/epoch": 2}
+    Tracking("proj", "exp", default_backend="console").log(metrics, step=7)
+    line = capsys.readouterr().out.splitlines()[0]
+    fields = dict(part.split(":", 1) for part in line.split(" - "))
+    assert fields.pop("step") == "7"
+    assert {key: float(value) for key, value in fields.items()} == metrics
 
 
 def test_file_backend_writes_jsonl(tmp_path, monkeypatch):

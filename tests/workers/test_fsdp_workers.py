@@ -25,6 +25,17 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture
+def groups(ray_cluster):
+    """Worker groups a test made, ``(group, pool)``: killed and their CPUs given back after it (the cluster has 2)."""
+    made = []
+    yield made
+    for group, pool in made:
+        for worker in group.workers:
+            ray.kill(worker)
+        pool.remove_placement_groups()
+
+
 def _prompts(tokenizer) -> DataProto:
     texts = ["1+1=", "The capital of France is", "Hello", "2*3="]
     ids = [tokenizer(t)["input_ids"][-PROMPT_LEN:] for t in texts]
@@ -41,39 +52,60 @@ def _prompts(tokenizer) -> DataProto:
     )
 
 
-def test_one_ppo_round_through_the_workers(ray_cluster, tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _actor_rollout_ref_group(groups: list, path: str, micro_batch_size: int, sp: int = 1):
+    """2 ``actor_rollout_ref`` workers (hf rollout, KL loss) with sequence-parallel size ``sp`` for actor and ref."""
     from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
     from verl.trainer.config.root import ActorRolloutRefConfig
-    from verl.workers.config import (
-        CriticConfig,
-        CriticModelConfig,
-        FSDPActorConfig,
-        HFModelConfig,
-        OptimConfig,
-        RefConfig,
-        RolloutConfig,
-    )
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+    from verl.workers.config import FSDPActorConfig, HFModelConfig, OptimConfig, RefConfig, RolloutConfig
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
-    path = tiny_model_path("qwen2")
-    tokenizer = AutoTokenizer.from_pretrained(path)
     config = ActorRolloutRefConfig(
         model=HFModelConfig(path=path, use_remove_padding=True),
         actor=FSDPActorConfig(
-            ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1, use_kl_loss=True, optim=OptimConfig(lr=1e-2)
+            ppo_mini_batch_size=4,
+            ppo_micro_batch_size_per_gpu=micro_batch_size,
+            use_kl_loss=True,
+            optim=OptimConfig(lr=1e-2),
+            ulysses_sequence_parallel_size=sp,
         ),
         rollout=RolloutConfig(
             name="hf", n=1, prompt_length=PROMPT_LEN, response_length=RESPONSE_LEN, log_prob_micro_batch_size_per_gpu=2
         ),
-        ref=RefConfig(log_prob_micro_batch_size_per_gpu=2),
+        ref=RefConfig(log_prob_micro_batch_size_per_gpu=2, ulysses_sequence_parallel_size=sp),
     )
     pool = RayResourcePool([2], use_gpu=False, max_colocate_count=1, cpus_per_bundle=0.5)
-    actor_wg = RayWorkerGroup(
-        pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=config, role="actor_rollout_ref")
+    group = RayWorkerGroup(pool, RayClassWithInitArgs(ActorRolloutRefWorker, config=config, role="actor_rollout_ref"))
+    groups.append((group, pool))
+    group.init_model()
+    return group
+
+
+def _critic_group(groups: list, path: str, workers: int, sp: int = 1):
+    from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+    from verl.workers.config import CriticConfig, CriticModelConfig, OptimConfig
+    from verl.workers.fsdp_workers import CriticWorker
+
+    config = CriticConfig(
+        model=CriticModelConfig(path=path, use_remove_padding=True),
+        optim=OptimConfig(lr=1e-3),
+        ppo_mini_batch_size=4,
+        ppo_micro_batch_size_per_gpu=2,
+        forward_micro_batch_size_per_gpu=2,
+        ulysses_sequence_parallel_size=sp,
     )
-    actor_wg.init_model()
+    pool = RayResourcePool([workers], use_gpu=False, max_colocate_count=1, cpus_per_bundle=0.5)
+    group = RayWorkerGroup(pool, RayClassWithInitArgs(CriticWorker, config=config))
+    groups.append((group, pool))
+    group.init_model()
+    return group
+
+
+def test_one_ppo_round_through_the_workers(groups, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_model_path("qwen2")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    actor_wg = _actor_rollout_ref_group(groups, path, micro_batch_size=1)
 
     batch = actor_wg.generate_sequences(_prompts(tokenizer))
     assert batch.batch["responses"].shape == (4, RESPONSE_LEN)
@@ -102,16 +134,7 @@ def test_one_ppo_round_through_the_workers(ray_cluster, tmp_path):
     actor_wg.save_checkpoint(local_path=str(tmp_path / "global_step_1" / "actor"), global_step=1)
     assert (tmp_path / "global_step_1" / "actor" / "model_optim").is_dir()
 
-    critic_config = CriticConfig(
-        model=CriticModelConfig(path=path, use_remove_padding=True),
-        optim=OptimConfig(lr=1e-3),
-        ppo_mini_batch_size=4,
-        ppo_micro_batch_size_per_gpu=2,
-        forward_micro_batch_size_per_gpu=2,
-    )
-    critic_pool = RayResourcePool([1], use_gpu=False, max_colocate_count=1, cpus_per_bundle=0.5)
-    critic_wg = RayWorkerGroup(critic_pool, RayClassWithInitArgs(CriticWorker, config=critic_config))
-    critic_wg.init_model()
+    critic_wg = _critic_group(groups, path, workers=1)
     values = critic_wg.compute_values(batch).batch["values"]
     assert values.shape == old.shape and torch.all(values[~mask] == 0)
     batch.batch["values"] = values
@@ -119,3 +142,53 @@ def test_one_ppo_round_through_the_workers(ray_cluster, tmp_path):
     critic_metrics = critic_wg.update_critic(batch).meta_info["metrics"]
     for key in ("critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/grad_norm", "critic/lr"):
         assert key in critic_metrics, key
+
+
+def test_sequence_parallel_roles_dispatch_one_copy_per_group(groups):
+    """2 workers with ``ulysses_sequence_parallel_size=2`` (one data-parallel group): both get every row, the
+    driver gets each row once, and the log-probs / values equal plain single-process forwards."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_model_path("qwen2")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    actor_wg = _actor_rollout_ref_group(groups, path, micro_batch_size=2, sp=2)
+
+    batch = actor_wg.generate_sequences(_prompts(tokenizer))  # the rollout splits over both workers
+    assert batch.batch["responses"].shape == (4, RESPONSE_LEN)
+    mask = batch.batch["response_mask"].bool()
+    batch = batch.union(actor_wg.compute_log_prob(batch))
+    old = batch.batch["old_log_probs"]
+    assert old.shape == (4, RESPONSE_LEN)  # one copy per data-parallel group, not one per rank
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    with torch.no_grad():
+        expected = reference_log_probs(model, {k: batch.batch[k] for k in batch.batch.keys()})
+    torch.testing.assert_close(old[mask], expected[mask], atol=1e-4, rtol=1e-4)
+    batch = batch.union(actor_wg.compute_ref_log_prob(batch))
+    torch.testing.assert_close(batch.batch["ref_log_prob"][mask], old[mask], atol=1e-5, rtol=1e-5)
+
+    batch.batch["advantages"] = torch.randn(old.shape) * mask
+    metrics = actor_wg.update_actor(batch).meta_info["metrics"]
+    assert metrics["actor/grad_norm"][0] > 0
+    new = actor_wg.compute_log_prob(batch).batch["old_log_probs"]
+    assert (new[mask] - old[mask]).abs().max() > 1e-3  # the policy moved
+
+    critic_wg = _critic_group(groups, path, workers=2, sp=2)
+    values = critic_wg.compute_values(batch).batch["values"]
+    assert values.shape == old.shape and torch.all(values[~mask] == 0)
+    batch.batch["values"] = values
+    batch.batch["returns"] = torch.randn(old.shape) * mask
+    assert critic_wg.update_critic(batch).meta_info["metrics"]["critic/grad_norm"][0] > 0
+
+
+def test_load_tokenizer_applies_the_custom_chat_template():
+    from tests.support.models import smollm2_path
+    from verl.workers.config import HFModelConfig
+    from verl.workers.fsdp_workers import load_tokenizer
+
+    template = "{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
+    tokenizer = load_tokenizer(HFModelConfig(path=smollm2_path(), custom_chat_template=template))
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
+    assert text == "<<hi>>A:"
+    assert load_tokenizer(HFModelConfig(path=smollm2_path())).chat_template != template

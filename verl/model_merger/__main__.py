@@ -1,4 +1,4 @@
-"""Command line: ``python -m verl.model_merger merge --backend fsdp --local_dir <ckpt> --target_dir <out>``."""
+"""Command line: ``python -m verl.model_merger merge --backend fsdp|megatron --local_dir <ckpt> --target_dir <out>``."""
 
 from __future__ import annotations
 

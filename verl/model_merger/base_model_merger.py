@@ -13,7 +13,6 @@ from verl.utils.registry import Registry
 MERGER_BACKENDS: Registry[type] = Registry(
     "model merger backend", "--backend", package="verl.model_merger", decorator="register_model_merger"
 )
-MERGER_BACKENDS.pin("megatron", "merging Megatron checkpoints", issue=16)
 
 
 def register_model_merger(name: str) -> Callable[[type], type]:

@@ -1,1 +1,2 @@
-"""Model-specific code: multimodal position ids and random-weight model folders for tests and benchmarks."""
+"""Model-specific code: megatron-core converters (``verl.models.mcore``), multimodal position ids, and
+random-weight model folders for tests and benchmarks."""

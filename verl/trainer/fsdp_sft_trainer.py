@@ -9,6 +9,10 @@ One step: every rank takes its slice of the seeded global batch, runs it in micr
 ``data.micro_batch_size_per_gpu`` and accumulates ``grad sum_t -log p(x_{t+1} | x_{<=t})`` over the target
 tokens (``loss_mask``), normalised so the summed loss is the token mean of the global batch; then clip, step,
 advance the schedule. Validation reports the token-mean NLL of the validation set.
+
+With ``ulysses_sequence_parallel_size=sp`` the ranks form ``world / sp`` data-parallel groups of ``sp``: the ranks of
+a group take the same slice of the batch and split each packed micro-batch along the sequence
+(``verl.workers.engine.fsdp.ulysses``); token counts and metrics are summed over the data-parallel ranks only.
 """
 
 from __future__ import annotations
@@ -31,24 +35,37 @@ from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.engine.fsdp.engine import FSDPEngine
 from verl.workers.engine.fsdp.forward import forward_log_probs
+from verl.workers.engine.fsdp.ulysses import create_ulysses_mesh
 
 BATCH_KEYS = ("input_ids", "attention_mask", "position_ids", "loss_mask")
 
 
-def check_batch_sizes(config: SFTConfig, world_size: int) -> int:
-    """This rank's examples per step; fails naming the keys when the batch sizes do not divide."""
+def check_batch_sizes(config: SFTConfig, dp_size: int) -> int:
+    """This rank's examples per step; fails naming the keys when the batch sizes do not divide. ``dp_size`` is
+    the number of data-parallel ranks (the world size / ``ulysses_sequence_parallel_size``)."""
     data = config.data
     if data.micro_batch_size is not None:  # verl's deprecated global micro batch size
-        data.micro_batch_size_per_gpu = max(1, data.micro_batch_size // world_size)
-    if data.train_batch_size % world_size:
-        raise ValueError(f"data.train_batch_size={data.train_batch_size} must be divisible by the {world_size} ranks")
-    per_rank = data.train_batch_size // world_size
+        data.micro_batch_size_per_gpu = max(1, data.micro_batch_size // dp_size)
+    if data.train_batch_size % dp_size:
+        raise ValueError(
+            f"data.train_batch_size={data.train_batch_size} must be divisible by the {dp_size} data-parallel ranks "
+            "(world size / ulysses_sequence_parallel_size)"
+        )
+    per_rank = data.train_batch_size // dp_size
     if per_rank % data.micro_batch_size_per_gpu:
         raise ValueError(
-            f"data.train_batch_size / ranks = {per_rank} must be divisible by "
+            f"data.train_batch_size / data-parallel ranks = {per_rank} must be divisible by "
             f"data.micro_batch_size_per_gpu={data.micro_batch_size_per_gpu}"
         )
     return per_rank
+
+
+def check_sequence_parallel(config: SFTConfig) -> None:
+    """``ulysses_sequence_parallel_size > 1`` splits packed sequences: it needs remove-padding."""
+    if config.ulysses_sequence_parallel_size > 1 and not config.model.use_remove_padding:
+        raise ValueError(
+            f"ulysses_sequence_parallel_size={config.ulysses_sequence_parallel_size} needs use_remove_padding=True"
+        )
 
 
 class FSDPSFTTrainer:
@@ -61,18 +78,21 @@ class FSDPSFTTrainer:
         self.tokenizer = tokenizer
         self.device = torch.device(device if device == "cpu" else f"cuda:{torch.cuda.current_device()}")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        check_batch_sizes(config, self.world_size)
+        check_sequence_parallel(config)
+        self.ulysses = create_ulysses_mesh(config.ulysses_sequence_parallel_size)
+        self.dp_size, self.dp_group = self.ulysses.dp_size, self.ulysses.dp_group
+        check_batch_sizes(config, self.dp_size)
         trainer = config.trainer
         self.train_stream = create_train_stream(
             train_dataset,
             config.data.train_batch_size,
             config.data.shuffle,
             trainer.seed,
-            self.rank,
-            self.world_size,
+            self.ulysses.dp_rank,
+            self.dp_size,
         )
         self.val_loader = create_val_loader(
-            val_dataset, config.data.micro_batch_size_per_gpu, self.rank, self.world_size
+            val_dataset, config.data.micro_batch_size_per_gpu, self.ulysses.dp_rank, self.dp_size
         )
         steps_per_epoch = len(self.train_stream)
         self.total_training_steps = steps_per_epoch * trainer.total_epochs
@@ -84,7 +104,9 @@ class FSDPSFTTrainer:
             lr_warmup_steps_ratio=config.optim.warmup_steps_ratio,
             lr_scheduler_type=config.optim.lr_scheduler,
         )
-        self.engine = FSDPEngine(config.model, config.model.fsdp_config, optim, role="actor").initialize()
+        self.engine = FSDPEngine(
+            config.model, config.model.fsdp_config, optim, role="actor", ulysses_mesh=self.ulysses
+        ).initialize()
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, processing_class=tokenizer
         )
@@ -107,6 +129,7 @@ class FSDPSFTTrainer:
             micro_batch["attention_mask"],
             micro_batch["position_ids"],
             use_remove_padding=self.config.model.use_remove_padding,
+            ulysses=self.ulysses,
         )
         return sft_nll_sum(log_probs, micro_batch["loss_mask"])
 
@@ -115,8 +138,8 @@ class FSDPSFTTrainer:
         self.engine.train_mode()
         micro_batches = self._micro_batches(batch)
         local_tokens = float(sum(next_token_target_mask(mb["loss_mask"]).sum() for mb in micro_batches))
-        global_tokens = all_reduce_sum([local_tokens])[0]
-        normalizer = loss_normalizer(local_tokens, global_tokens, self.world_size, self.config.data.balance_dp_token)
+        global_tokens = all_reduce_sum([local_tokens], self.dp_group)[0]
+        normalizer = loss_normalizer(local_tokens, global_tokens, self.dp_size, self.config.data.balance_dp_token)
         step_loss = 0.0
         for micro_batch in micro_batches:
             loss = self._nll_sum(micro_batch) / normalizer
@@ -125,7 +148,7 @@ class FSDPSFTTrainer:
         grad_norm = self.engine.clip_and_step()
         lr = self.engine.lr_scheduler_step()
         return {
-            "train/loss": all_reduce_sum([step_loss])[0],
+            "train/loss": all_reduce_sum([step_loss], self.dp_group)[0],
             "train/lr(1e-3)": lr * 1e3,
             "train/grad_norm": grad_norm,
             "train/num_target_tokens": global_tokens,
@@ -140,7 +163,7 @@ class FSDPSFTTrainer:
             micro_batch = {k: batch[k].to(self.device) for k in BATCH_KEYS}
             nll += float(self._nll_sum(micro_batch))
             tokens += float(next_token_target_mask(micro_batch["loss_mask"]).sum())
-        nll, tokens = all_reduce_sum([nll, tokens])
+        nll, tokens = all_reduce_sum([nll, tokens], self.dp_group)
         return {"val/loss": nll / max(tokens, 1.0)}
 
     # ------------------------------------------------------------------ the loop

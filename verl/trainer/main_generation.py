@@ -136,6 +136,11 @@ def run_generation(config: DictConfig | GenerationConfig) -> str:
     from transformers import AutoTokenizer
 
     config = validate_typed(config, GenerationConfig)
+    from verl.trainer.config.validation import ConfigError
+    from verl.workers.rollout.registry import ROLLOUT_REGISTRY
+
+    if (error := ROLLOUT_REGISTRY.error(config.rollout.name, "rollout.name")) is not None:
+        raise ConfigError([error])
     data_path = os.path.expanduser(config.data.path)
     output_path = os.path.expanduser(config.data.output_path)
     if not os.path.isfile(data_path):

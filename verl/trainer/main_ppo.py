@@ -16,7 +16,16 @@ from typing import Any
 
 import hydra
 
-__all__ = ["cli", "main", "run_or_exit", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset"]
+__all__ = [
+    "cli",
+    "main",
+    "run_or_exit",
+    "run_ppo",
+    "prepare_config",
+    "TaskRunner",
+    "create_rl_dataset",
+    "create_rl_sampler",
+]
 
 BUILTIN_DATA_ALIASES = {"arithmetic": "builtin://arithmetic/{split}", "shapes": "builtin://shapes/{split}"}
 """Short data names accepted in ``data.train_files`` / ``data.val_files`` (the split follows the key)."""
@@ -35,7 +44,8 @@ def prepare_config(config, schema: type | None = None):
 
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
-    - ``actor_rollout_ref.rollout.name=vllm`` falls back to ``hf`` when vLLM is not installed;
+    - ``actor_rollout_ref.rollout.name=vllm`` (and the judge's ``reward_model.rollout.name``) falls back to ``hf``
+      when vLLM is not installed; ``sglang`` without SGLang installed fails;
     - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``.
     The model path sentinel (``default``) is resolved by the processes that load the model.
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
@@ -52,10 +62,20 @@ def prepare_config(config, schema: type | None = None):
     typed.data.train_files = _builtin_data_files(typed.data.train_files, "train")
     if typed.data.val_files:
         typed.data.val_files = _builtin_data_files(typed.data.val_files, "test")
-    rollout = typed.actor_rollout_ref.rollout
-    if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
-        print("vLLM is not installed: using the HF rollout (actor_rollout_ref.rollout.name=hf).")
-        rollout.name = "hf"
+    rollouts = {"actor_rollout_ref.rollout": typed.actor_rollout_ref.rollout}
+    if typed.reward_model.enable and typed.reward_model.use_reward_loop:
+        rollouts["reward_model.rollout"] = typed.reward_model.rollout
+    for key, rollout in rollouts.items():
+        if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
+            print(f"vLLM is not installed: using the HF rollout ({key}.name=hf).")
+            rollout.name = "hf"
+        if rollout.name == "sglang" and importlib.util.find_spec("sglang") is None:
+            raise ConfigError(
+                [
+                    f"{key}.name=sglang but SGLang is not installed: pip install -e '.[sglang]' (GPU machines), "
+                    "or pick name=vllm / hf"
+                ]
+            )
     return typed
 
 
@@ -66,7 +86,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
     if num_cpus is None and not _has_cuda():
         from verl.trainer.ppo.placement import resource_pool_spec
 
-        workers = sum(sum(counts) for counts in resource_pool_spec(config).values())
+        workers = sum(sum(nodes) for nodes in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
     from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
 
@@ -107,6 +127,14 @@ def create_rl_dataset(data_paths, data_config, tokenizer, processor=None, is_tra
     return _create(data_paths, data_config, tokenizer, processor=processor, is_train=is_train, max_samples=max_samples)
 
 
+def create_rl_sampler(data_config, dataset):
+    """The resumable training sampler (``verl.utils.dataset.sampler.create_rl_sampler``): shuffled with ``data.seed``
+    when ``data.shuffle``."""
+    from verl.utils.dataset.sampler import create_rl_sampler as _create
+
+    return _create(data_config, dataset)
+
+
 def run_ppo(config, task_runner_class=None, schema: type | None = None) -> None:
     """Validate (against ``schema``, default the PPO tree), start (or join) Ray, and run the training in a
     ``TaskRunner`` actor (``task_runner_class``: a recipe's subclass, wrapped or not in ``ray.remote``)."""
@@ -134,25 +162,18 @@ class TaskRunner:
     """``module:Class`` of the trainer (imported inside the Ray actor)."""
 
     def run(self, config) -> None:
-        from transformers import AutoTokenizer
-
         from verl.single_controller.ray import RayWorkerGroup
         from verl.trainer.ppo.placement import build_resource_pool_manager
         from verl.trainer.ppo.reward import load_reward_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
-        from verl.workers.config.model import resolve_model_path
+        from verl.workers.fsdp_workers import load_tokenizer
 
-        model_path = resolve_model_path(config.actor_rollout_ref.model.path)
-        tokenizer_path = config.actor_rollout_ref.model.tokenizer_path or model_path
-        tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_path, trust_remote_code=config.actor_rollout_ref.model.trust_remote_code
-        )
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer = load_tokenizer(config.actor_rollout_ref.model)
         from verl.utils import hf_processor
 
-        trust_remote_code = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
-        processor = hf_processor(tokenizer_path, trust_remote_code=trust_remote_code)  # None for text models
+        model = config.actor_rollout_ref.model
+        # None for text models
+        processor = hf_processor(model.local_tokenizer_path, trust_remote_code=model.trust_remote_code)
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
         resource_pool_manager = build_resource_pool_manager(config, role_worker_mapping)
@@ -167,6 +188,7 @@ class TaskRunner:
         trainer_cls = getattr(importlib.import_module(module_name), class_name)
         trainer = trainer_cls(
             config=config,
+            train_sampler=create_rl_sampler(config.data, train_dataset),
             tokenizer=tokenizer,
             processor=processor,
             role_worker_mapping=role_worker_mapping,
@@ -183,16 +205,21 @@ class TaskRunner:
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
-        """Worker classes per role. With LoRA the reference is the actor with adapters off (no separate group)."""
+        """Worker classes per role, by each role's ``strategy`` (``verl.workers.worker_registry``). With LoRA the
+        reference is the actor with adapters off (no separate group)."""
         from verl.trainer.ppo.utils import Role
-        from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker
+        from verl.workers.fsdp_workers import RewardModelWorker
+        from verl.workers.worker_registry import get_worker_classes
 
-        mapping = {Role.ActorRollout: ActorRolloutRefWorker}
+        actor_rollout_ref = get_worker_classes(config.actor_rollout_ref.actor.strategy).actor_rollout_ref
+        mapping = {Role.ActorRollout: actor_rollout_ref}
         if use_critic:
-            mapping[Role.Critic] = CriticWorker
+            mapping[Role.Critic] = get_worker_classes(config.critic.strategy).critic
+        if config.reward_model.enable and not config.reward_model.use_reward_loop:
+            mapping[Role.RewardModel] = RewardModelWorker
         lora = config.actor_rollout_ref.model.lora_rank > 0
         if use_reference_policy and not lora:
-            mapping[Role.RefPolicy] = ActorRolloutRefWorker
+            mapping[Role.RefPolicy] = actor_rollout_ref
         return mapping
 
 
@@ -212,14 +239,30 @@ def main(config) -> None:
     run_or_exit(config)
 
 
+def _config_name(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        for flag in ("--config-name", "-cn"):
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+    return None
+
+
 def cli(hydra_main=None, schema: type | None = None) -> None:
-    """Check the command-line keys against ``schema`` (nearest valid key on a typo) before Hydra composes, then run
+    """Normalise verl spellings (``+existing.key=``, renamed keys), check the command-line keys against ``schema``
+    (nearest valid key on a typo, "not supported yet" for pinned features) before Hydra composes, then run
     ``hydra_main`` (default: this module's ``main``; a recipe passes its own entry point and config class)."""
-    from verl.trainer.config.loader import ConfigError, check_overrides
+    from verl.trainer.config.loader import ConfigError, check_config_name, check_overrides, normalize_overrides
     from verl.trainer.config.root import PPOConfig
 
+    schema = schema or PPOConfig
     try:
-        check_overrides(sys.argv[1:], schema or PPOConfig)
+        config_name = _config_name(sys.argv[1:])
+        if config_name is not None:
+            check_config_name(config_name)
+        sys.argv[1:] = normalize_overrides(sys.argv[1:], schema)
+        check_overrides(sys.argv[1:], schema)
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -157,3 +157,58 @@ def restore_dynamic_batch(outputs: torch.Tensor, micro_batch_indices: list[list[
     if len(flat) != outputs.shape[0]:
         raise ValueError(f"{outputs.shape[0]} outputs for {len(flat)} indices")
     return outputs[torch.tensor(get_reverse_idx(flat), dtype=torch.long)]
+
+
+def prepare_dynamic_batch(
+    data,
+    max_token_len: int,
+    dp_group=None,
+    num_batches_divided_by: int | None = None,
+    same_micro_num_in_dp: bool = True,
+    min_num_micro_batch: int | None = None,
+    use_dynamic_bsz_balance: bool = True,
+) -> tuple[list, list[list[int]]]:
+    """A ``DataProto`` split like :func:`rearrange_micro_batches` into micro-batch DataProtos (non-tensors and a copy
+    of ``meta_info`` follow their rows); returns ``(micro_batches, micro_batch_indices)`` for
+    :func:`restore_dynamic_batch`. ``use_dynamic_bsz_balance`` is verl's switch for the longest-first order, which
+    :func:`rearrange_micro_batches` always applies."""
+    import copy
+
+    from verl.protocol import DataProto
+
+    tensors, partitions = rearrange_micro_batches(
+        data.batch,
+        max_token_len=max_token_len,
+        dp_group=dp_group,
+        num_batches_divided_by=num_batches_divided_by,
+        same_micro_num_in_dp=same_micro_num_in_dp,
+        min_num_micro_batch=min_num_micro_batch,
+    )
+    micro_batches = []
+    for micro_tensors, indices in zip(tensors, partitions, strict=True):
+        non_tensors = {key: value[indices] for key, value in data.non_tensor_batch.items()}
+        micro_batches.append(
+            DataProto(batch=micro_tensors, non_tensor_batch=non_tensors, meta_info=copy.deepcopy(data.meta_info))
+        )
+    return micro_batches, partitions
+
+
+def get_group_balanced_partitions(seqlen_list: Sequence[int], uid_list: Sequence, k_partitions: int) -> list[list[int]]:
+    """``k_partitions`` index lists balanced by total length, never splitting a group of consecutive samples with the
+    same uid (the ``rollout.n`` responses of one prompt). Each partition gets the same number of groups; groups are
+    balanced by their token count with Karmarkar-Karp. Returns sorted sample indices per partition."""
+    if len(seqlen_list) != len(uid_list):
+        raise ValueError(f"{len(seqlen_list)} lengths but {len(uid_list)} uids")
+    groups: list[list[int]] = []
+    for index, uid in enumerate(uid_list):
+        if groups and uid_list[groups[-1][0]] == uid:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    if len(groups) < k_partitions:
+        raise ValueError(
+            f"{len(groups)} uid groups cannot fill {k_partitions} partitions; lower the world size or raise the batch"
+        )
+    group_tokens = [sum(int(seqlen_list[i]) for i in group) for group in groups]
+    group_partitions = get_seqlen_balanced_partitions(group_tokens, k_partitions, equal_size=True)
+    return [sorted(i for g in partition for i in groups[g]) for partition in group_partitions]

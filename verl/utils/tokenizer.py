@@ -5,16 +5,38 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+__all__ = ["hf_processor", "hf_tokenizer", "is_multimodal_model", "set_pad_token_id"]
+
 logger = logging.getLogger(__name__)
 
 
-def hf_tokenizer(name_or_path: str, trust_remote_code: bool = False, **kwargs: Any):
-    """``AutoTokenizer`` with a pad token (the EOS token when the tokenizer has none)."""
+GEMMA2_IT = "gemma-2-2b-it"
+"""Model whose hub tokenizer ends chat turns with ``<end_of_turn>`` (id 107) but declares another EOS."""
+
+
+def set_pad_token_id(tokenizer) -> None:
+    """Pad with the EOS token when the tokenizer has no pad token (generation and batching need one)."""
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token_id = tokenizer.eos_token_id
+        logger.warning("tokenizer has no pad token: padding with the EOS token (id %s)", tokenizer.eos_token_id)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+
+def hf_tokenizer(
+    name_or_path: str, correct_pad_token: bool = True, correct_gemma2: bool = True, trust_remote_code=False, **kwargs
+):
+    """``AutoTokenizer.from_pretrained(name_or_path, **kwargs)`` with a pad token (``correct_pad_token``: the EOS token
+    when the tokenizer has none) and, for gemma-2-2b-it, ``<end_of_turn>`` as EOS (``correct_gemma2``), as verl."""
     from transformers import AutoTokenizer
 
+    if correct_gemma2 and isinstance(name_or_path, str) and GEMMA2_IT in name_or_path:
+        logger.warning("gemma-2-2b-it: using <end_of_turn> (id 107) as the EOS token")
+        kwargs.setdefault("eos_token", "<end_of_turn>")
+        kwargs.setdefault("eos_token_id", 107)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **kwargs)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    if correct_pad_token:
+        set_pad_token_id(tokenizer)
     return tokenizer
 
 

@@ -20,9 +20,15 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
 from verl.utils.attention_utils import index_first_axis, pad_input, unpad_input
+from verl.utils.distributed_stats import allgather_dict_into_dict, distributed_masked_mean, distributed_mean_max_min_std
 
 __all__ = [
+    "allgather_dict_into_dict",
     "clip_by_value",
+    "distributed_masked_mean",
+    "distributed_mean_max_min_std",
+    "expand_as_nested",
+    "log_probs_from_logits_all_rmpad",
     "compute_position_id_with_mask",
     "entropy_from_logits",
     "entropy_from_logits_with_chunking",
@@ -39,6 +45,7 @@ __all__ = [
     "masked_whiten",
     "pad_2d_list_to_length",
     "pad_input",
+    "sum_pi_squared_from_logits",
     "pad_sequence_to_length",
     "postprocess_data",
     "tokenize_and_postprocess_data",
@@ -335,3 +342,43 @@ def get_cosine_schedule_with_warmup(
         return max(min_lr_ratio, min_lr_ratio + (1.0 - min_lr_ratio) * cosine)
 
     return LambdaLR(optimizer, lr_factor, last_epoch)
+
+
+def sum_pi_squared_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """``sum_v softmax(logits)_v^2`` over the vocabulary, ``(..., V) -> (...)`` (the collision probability of the
+    next-token distribution, used by the optimal-token-baseline estimator)."""
+    probs = torch.softmax(logits.to(_reduction_dtype(logits.dtype)), dim=-1)
+    return probs.pow(2).sum(dim=-1)
+
+
+def log_probs_from_logits_all_rmpad(
+    input_ids_rmpad: torch.Tensor,
+    logits_rmpad: torch.Tensor,
+    indices: torch.Tensor,
+    batch_size: int,
+    seqlen: int,
+    response_length: int,
+) -> torch.Tensor:
+    """Response log-probs ``(batch_size, response_length)`` from packed (padding-removed) logits.
+
+    ``input_ids_rmpad (1, total_nnz)`` and ``logits_rmpad (total_nnz, vocab)`` hold the valid tokens of every
+    sequence back to back; ``indices (total_nnz,)`` are their positions in the flattened ``(batch_size * seqlen)``
+    padded batch. Token ``t + 1`` is scored by the logits at ``t``; positions are scattered back and the last
+    ``response_length`` scores before the final position are returned.
+    """
+    labels = torch.roll(input_ids_rmpad.reshape(-1), shifts=-1, dims=0)
+    log_probs = logprobs_from_logits(logits_rmpad, labels)
+    padded = pad_input(log_probs.unsqueeze(-1), indices, batch_size, seqlen).squeeze(-1)
+    return padded[:, -response_length - 1 : -1]
+
+
+def expand_as_nested(tensor: torch.Tensor, nested_tensor: torch.Tensor) -> torch.Tensor:
+    """A jagged nested tensor shaped like ``nested_tensor (bsz, j1)`` whose row ``i`` repeats ``tensor[i]`` (e.g. a
+    per-sample temperature spread over that sample's tokens)."""
+    assert nested_tensor.is_nested, "expand_as_nested needs a nested tensor to take the row lengths from"
+    assert tensor.dim() == 1 and tensor.shape[0] == nested_tensor.size(0), (
+        f"tensor of shape {tuple(tensor.shape)} does not match {nested_tensor.size(0)} nested rows"
+    )
+    lengths = nested_tensor.offsets().diff()
+    values = torch.repeat_interleave(tensor.to(nested_tensor.device), lengths)
+    return torch.nested.nested_tensor_from_jagged(values, offsets=nested_tensor.offsets())

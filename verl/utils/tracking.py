@@ -109,10 +109,9 @@ def _fmt(value: float) -> str:
 
 
 class ConsoleLogger:
-    """One readable line per step: the headline metrics first, validation results when present.
-
-    ``VERL_CONSOLE_ALL_METRICS=1`` appends every metric to the line.
-    """
+    """Per step, verl's metric line ``step:N - critic/score/mean:0.250 - actor/pg_loss:-0.012 - ...`` (every scalar
+    metric under its verl key, sorted, so log parsers written for verl work), then a compact progress line of the
+    headline metrics."""
 
     HEADLINE = (
         ("critic/score/mean", "score"),
@@ -134,22 +133,33 @@ class ConsoleLogger:
     def __init__(self, stream=None):
         self.stream = stream
 
-    def log(self, data: dict[str, Any], step: int) -> None:
+    @staticmethod
+    def metric_line(data: dict[str, Any], step: int) -> str:
+        """verl's console format: ``step:N`` then ``key:value`` for every scalar metric (floats to 3 decimals)."""
+        parts = [f"step:{step}"]
+        for key in sorted(data):
+            value = _scalar(data[key])
+            if value is None:
+                continue
+            is_integral = isinstance(data[key], int | bool) and not isinstance(data[key], float)
+            parts.append(f"{key}:{int(value)}" if is_integral else f"{key}:{value:.3f}")
+        return " - ".join(parts)
+
+    def progress_line(self, data: dict[str, Any], step: int) -> str:
+        """The compact line: headline metrics under short labels, then the ``val-core/`` results."""
         parts = [f"step {step}"]
         for key, label in self.HEADLINE:
             if key in data and _scalar(data[key]) is not None:
                 parts.append(f"{label} {_fmt(_scalar(data[key]))}")
-        shown = {key for key, _ in self.HEADLINE}
         for key in sorted(data):
             if key.startswith("val-core/") and _scalar(data[key]) is not None:
                 parts.append(f"{key} {_fmt(_scalar(data[key]))}")
-                shown.add(key)
-        if os.environ.get("VERL_CONSOLE_ALL_METRICS") == "1":
-            for key in sorted(data.keys() - shown):
-                value = _scalar(data[key])
-                if value is not None:
-                    parts.append(f"{key} {_fmt(value)}")
-        print(" | ".join(parts), file=self.stream or sys.stdout, flush=True)
+        return " | ".join(parts)
+
+    def log(self, data: dict[str, Any], step: int) -> None:
+        stream = self.stream or sys.stdout
+        print(self.metric_line(data, step), file=stream, flush=True)
+        print(self.progress_line(data, step), file=stream, flush=True)
 
     def finish(self) -> None:
         pass

@@ -4,7 +4,8 @@ Group options (``verl/trainer/config/<group>/<option>.yaml``) are composed by se
 config; root configs by name; any other config YAML (one with a ``defaults`` list or a top-level key of
 the PPO tree) as a primary config that builds on ``ppo_trainer``. A YAML that is not a config (e.g. a
 SkyPilot launcher) has each ``verl.trainer.main_ppo`` command line it embeds composed and validated,
-leaving out the overrides whose value is a shell variable. Files are globbed at test time, so YAML added
+leaving out the overrides whose value is a shell variable. Tool and interaction files of multi-turn rollouts
+(``tools:`` / ``interaction:`` lists) are checked by their loaders. Files are globbed at test time, so YAML added
 later is covered too.
 """
 
@@ -67,7 +68,11 @@ def _embedded_command_lines(document: object) -> list[list[str]]:
 
 
 def _root_class(document: dict) -> type:
-    """The dataclass a config builds on: its ``*_schema`` default, or that of the root config it extends."""
+    """The dataclass a config builds on: its ``*_schema`` default (a recipe's, wherever it stands), or that of the
+    root config it extends."""
+    for entry in document.get("defaults", []):
+        if isinstance(entry, str) and entry in ROOT_SCHEMA_CLASSES:
+            return schema_class(entry)
     for entry in document.get("defaults", []):
         if isinstance(entry, str) and entry in ROOT_SCHEMA_CLASSES:
             return schema_class(entry)
@@ -110,10 +115,22 @@ def _import_recipe(path: Path) -> None:
         importlib.import_module(f"recipe.{relative.parts[1]}")
 
 
+def _check_multi_turn_file(path: Path, document: dict) -> None:
+    from verl.interactions.utils.interaction_registry import initialize_interactions_from_config
+    from verl.tools.utils.tool_registry import initialize_tools_from_config
+
+    built = initialize_tools_from_config(str(path)) if "tools" in document else None
+    built = built or initialize_interactions_from_config(str(path))
+    assert built, f"{path} lists no tools or interactions"
+
+
 @pytest.mark.parametrize("path", _shipped_yaml_files(), ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
 def test_shipped_yaml_composes_and_validates(path: Path):
     _import_recipe(path)
     document = yaml.safe_load(path.read_text())
+    if isinstance(document, dict) and set(document) & {"tools", "interaction"}:
+        _check_multi_turn_file(path, document)
+        return
     if path.is_relative_to(CONFIG_DIR) or _is_config(document):
         root_class = _root_class(document) if isinstance(document, dict) else PPOConfig
         if path.parent.parent == CONFIG_DIR:

@@ -126,3 +126,30 @@ def test_custom_function_from_a_file_runs_in_prime_workers(tokenizer, reward_fil
         assert extra["score_error"] == [0.0, 0.0] and extra["length"] == [7, 7]
     finally:
         manager.close()
+
+
+def test_rows_in_order_follows_a_reorder():
+    from verl.trainer.ppo.reward import rows_in_order
+
+    scores = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    extra = {"acc": [1, 0, 1], "partial": [5]}
+    reordered, reordered_extra = rows_in_order(scores, extra, [2, 0, 1])  # current rows were originally 2, 0, 1
+    torch.testing.assert_close(reordered, torch.tensor([[3.0, 0.0], [1.0, 0.0], [0.0, 2.0]]))
+    assert reordered_extra == {"acc": [1, 1, 0]}
+
+
+def test_async_reward_task_equals_the_inline_call_with_a_custom_function_from_a_file(tokenizer, reward_file):
+    import ray
+
+    from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics
+
+    manager = load_reward_manager(make_config(reward_file, "my_score"), tokenizer, num_examine=0)
+    data, _ = make_batch(tokenizer, ["x 7", "no", "7"], ["7", "7", "7"])
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:  # the task's process cannot import the file's synthetic module: the function travels by value
+        remote_scores, remote_extra, remote_metrics = ray.get(compute_reward_async(data, manager))
+    finally:
+        ray.shutdown()
+    scores, extra, metrics = compute_reward_with_metrics(data, manager)
+    torch.testing.assert_close(remote_scores, scores)
+    assert remote_extra == extra and extra["length"] == [3, 2, 1] and remote_metrics == metrics == {}

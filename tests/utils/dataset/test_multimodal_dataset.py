@@ -56,17 +56,19 @@ def test_item_layout(tmp_path, processor):
     item = dataset[0]
     pad = processor.image_token_id
     ids = item["input_ids"][item["attention_mask"].bool()].tolist()
-    assert ids.count(pad) == 1 + 2  # 56x56 -> 1 merged token, 112x56 -> 2
+    assert ids.count(pad) == 4 + 8  # 14-px patches merged 2x2: 56x56 -> 4 tokens, 112x56 -> 8
     assert item["raw_prompt_ids"].count(pad) == 2  # one placeholder per image for the engine
     assert [t for t in item["raw_prompt_ids"] if t != pad] == [t for t in ids if t != pad]
     assert item["position_ids"].shape == (3, 48)
-    assert item["multi_modal_inputs"]["image_grid_thw"].tolist() == [[1, 2, 2], [1, 2, 4]]
-    assert item["multi_modal_inputs"]["pixel_values"].shape[0] == 4 + 8
+    assert item["multi_modal_inputs"]["image_grid_thw"].tolist() == [[1, 4, 4], [1, 4, 8]]
+    assert item["multi_modal_inputs"]["pixel_values"].shape[0] == 16 + 32  # one row per 14x14 patch
     assert len(item["multi_modal_data"]["image"]) == 2 and "images" not in item
     # the text right after each image continues one past the image block's largest position
     valid = item["position_ids"][:, item["attention_mask"].bool()]
     first = ids.index(pad)
-    assert torch.equal(valid[:, first + 1], valid[:, first].max().expand(3) + 1)
+    block = valid[:, first : first + 4]  # the first image's 4 tokens (a 2x2 grid of merged patches)
+    assert block[1:].unique().numel() == 2 and block[0].unique().numel() == 1  # rows/columns vary, time does not
+    assert torch.equal(valid[:, first + 4], block.max().expand(3) + 1)
 
 
 def test_marker_count_must_match_images(tmp_path, processor):
@@ -83,7 +85,7 @@ def test_truncation_may_not_cut_image_tokens_and_filter_counts_them(tmp_path, pr
     long_text = "<image>" + " word" * 60
     right = _dataset(tmp_path, [_row(long_text, [_png("red")])], processor, truncation="right")
     item = right[0]  # only trailing text goes
-    assert int(item["attention_mask"].sum()) == 48 and item["input_ids"].tolist().count(processor.image_token_id) == 1
+    assert int(item["attention_mask"].sum()) == 48 and item["input_ids"].tolist().count(processor.image_token_id) == 4
     left = _dataset(tmp_path, [_row("<image>" + " word" * 60, [_png("red")])], processor, truncation="left")
     with pytest.raises(ValueError, match="without cutting image tokens"):
         left[0]

@@ -61,3 +61,36 @@ def test_gsm8k_ground_truth_drops_commas(tmp_path):
     test = pq.read_table(tmp_path / "out" / "test.parquet").to_pylist()
     assert train[0]["reward_model"]["ground_truth"] == "1234" and test[0]["reward_model"]["ground_truth"] == "-5"
     assert train[0]["extra_info"]["question"] == "Big?" and train[0]["data_source"] == "openai/gsm8k"
+
+
+def test_gsm8k_multiturn_w_tool_rows_feed_the_tool_agent(tmp_path):
+    """verl's gsm8k_multiturn_w_tool schema, and what RLHFDataset hands the agent loop from it."""
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    from tests.support.models import smollm2_path
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    example = {"question": "Two apples and three more?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
+    write_split(tmp_path / "src", "train", [example])
+    write_split(tmp_path / "src", "test", [example])
+    script = REPO_ROOT / "examples" / "data_preprocess" / "gsm8k_multiturn_w_tool.py"
+    command = [sys.executable, str(script), "--local_dataset_path", str(tmp_path / "src")]
+    subprocess.run([*command, "--local_save_dir", str(tmp_path / "out")], check=True, capture_output=True)
+    (row,) = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
+    assert row["agent_name"] == "tool_agent" and row["data_source"] == "openai/gsm8k"
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert "calc_gsm8k_reward" in row["prompt"][0]["content"]
+    assert row["extra_info"]["tools_kwargs"] == {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "5"}}}
+    assert row["extra_info"]["interaction_kwargs"]["name"] == "gsm8k"
+    dataset = RLHFDataset(
+        str(tmp_path / "out" / "train.parquet"),
+        AutoTokenizer.from_pretrained(smollm2_path()),
+        {"max_prompt_length": 256, "return_raw_chat": True},
+    )
+    item = dataset[0]
+    assert item["agent_name"] == "tool_agent" and item["raw_prompt"] == row["prompt"]
+    assert item["tools_kwargs"]["calc_gsm8k_reward"]["create_kwargs"]["ground_truth"] == "5"
+    assert item["interaction_kwargs"]["ground_truth"] == "5"

@@ -125,6 +125,24 @@ def test_filtering_overlong_prompts_counts_and_logs(tokenizer, tmp_path, caplog)
     assert "filtered 2 of 5 prompts" in caplog.text
 
 
+def test_filter_workers_and_shared_memory_copies_keep_the_same_rows(tokenizer, tmp_path):
+    """data.filter_overlong_prompts_workers=2 measures in two processes, data.use_shm reads a /dev/shm copy: the
+    kept rows are the ones a single in-process pass over the original file keeps (the reference lengths)."""
+    import shutil
+
+    contents = ["short", " ".join(["many words"] * 30), "x " * 5, "y " * 200, "medium prompt text"]
+    lengths = [len(reference_ids(tokenizer, c)) for c in contents]
+    limit = sorted(lengths)[2]
+    path = write_parquet([make_row(c, index=i) for i, c in enumerate(contents)], tmp_path / "rows.parquet")
+    config = data_config(max_prompt_length=limit, filter_overlong_prompts=True, filter_overlong_prompts_workers=2)
+    dataset = RLHFDataset(path, tokenizer, {**config, "use_shm": True})
+    try:
+        assert [dataset[j]["index"] for j in range(len(dataset))] == [i for i, n in enumerate(lengths) if n <= limit]
+        assert dataset.data_files[0].startswith("/dev/shm/verl-cache/") and dataset.data_files[0] != str(path)
+    finally:
+        shutil.rmtree(Path(dataset.data_files[0]).parent, ignore_errors=True)
+
+
 def test_several_files_parquet_and_jsonl_in_order(tokenizer, tmp_path):
     first = write_parquet([make_row(f"p{i}", index=i) for i in range(3)], tmp_path / "a.parquet")
     second = write_jsonl([make_row(f"j{i}", index=10 + i) for i in range(2)], tmp_path / "b.jsonl")

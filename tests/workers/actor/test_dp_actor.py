@@ -3,7 +3,10 @@
 * log-probs (padded, remove-padding, dynamic batch size) equal per-sequence HF forwards without padding;
 * one ``update_policy`` step equals a PPO step written out here by hand (clipped surrogate + entropy bonus
   + low-variance KL, token-mean over the whole mini-batch, grad clipping, AdamW) — same loss, grad norm and
-  parameters — on 2 ranks and 1 rank, with several micro-batch splits and dynamic batch size.
+  parameters — on 2 ranks and 1 rank, with several micro-batch splits and dynamic batch size;
+* with Ulysses sequence parallelism (2 ranks, ``ulysses_sequence_parallel_size=2``, gradient checkpointing) the
+  log-probs, entropy and the update equal the same single-process references (SP=1), for fixed and dynamic
+  micro-batches.
 
 The update is checked where the math determines it, so that it holds under any summation order (ranks,
 micro-batches, threads, BLAS kernels). The clipped gradients just before the AdamW step must equal the reference's
@@ -107,20 +110,49 @@ def assert_adamw_step_matches(name: str, actual, expected, actor_grad, ref_grad,
     torch.testing.assert_close(actual[clear], expected[clear], atol=PARAM_ATOL, rtol=0, msg=f"{name}: reference")
 
 
+def assert_update_matches_reference(result: dict, reference: tuple, variant) -> None:
+    """Loss, grad norm, clipped gradients and AdamW step of rank 0's ``result`` against ``reference_step``."""
+    ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params = reference
+    metrics = result["metrics"]
+    assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
+    assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
+    for name, expected in ref_grads.items():
+        if name in result["grads"]:
+            assert_grads_match(name, result["grads"][name], expected)
+    for name, expected in ref_params.items():
+        actor_grad = result["grads"].get(TIED.get(name, name))
+        assert_adamw_step_matches(
+            name, result["params"][name], expected, actor_grad, ref_grads.get(name), ref_before[name]
+        )
+
+
 def _actor_rank(rank, world, model_path, batch, variants):
     """For each (micro_bsz, use_dynamic_bsz, use_remove_padding): a fresh actor, log-probs, one update."""
     return [_one_variant(rank, world, model_path, batch, *variant) for variant in variants]
 
 
-def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use_remove_padding, engine_overrides=None):
+def _one_variant(
+    rank,
+    world,
+    model_path,
+    batch,
+    micro_bsz,
+    use_dynamic_bsz,
+    use_remove_padding,
+    engine_overrides=None,
+    sp=1,
+    gradient_checkpointing=False,
+):
     from verl.protocol import DataProto
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS})
+    dp = world // sp
     config = FSDPActorConfig(
-        ppo_mini_batch_size=BATCH // world,
+        ppo_mini_batch_size=BATCH // dp,
+        ulysses_sequence_parallel_size=sp,
         ppo_micro_batch_size_per_gpu=micro_bsz,
         use_dynamic_bsz=use_dynamic_bsz,
         ppo_max_token_len_per_gpu=24,
@@ -132,10 +164,16 @@ def _one_variant(rank, world, model_path, batch, micro_bsz, use_dynamic_bsz, use
         grad_clip=1.0,
         optim=optim,
     )
-    model_config = HFModelConfig(path=model_path, use_remove_padding=use_remove_padding)
-    engine = FSDPEngine(model_config, FSDPEngineConfig(**(engine_overrides or {})), optim, role="actor").initialize()
-    actor = DataParallelPPOActor(config, engine.module, engine.optimizer, use_remove_padding=use_remove_padding)
-    data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(world)[rank]
+    model_config = HFModelConfig(
+        path=model_path, use_remove_padding=use_remove_padding, enable_gradient_checkpointing=gradient_checkpointing
+    )
+    engine_config = FSDPEngineConfig(**(engine_overrides or {}))
+    engine = FSDPEngine(model_config, engine_config, optim, role="actor", ulysses_sequence_parallel_size=sp)
+    engine.initialize()
+    actor = DataParallelPPOActor(
+        config, engine.module, engine.optimizer, use_remove_padding=use_remove_padding, ulysses=engine.ulysses
+    )
+    data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(dp)[engine.dp_rank]
     data.meta_info.update(micro_batch_size=micro_bsz, use_dynamic_bsz=use_dynamic_bsz, max_token_len=24)
     log_probs, entropys = actor.compute_log_prob(data, calculate_entropy=True)
     grads = {}
@@ -168,7 +206,7 @@ VARIANTS = {  # world size -> [(micro_bsz, use_dynamic_bsz, use_remove_padding)]
 def test_update_matches_plain_reference_step(setup, world):
     from transformers import AutoModelForCausalLM
 
-    path, batch, (ref_pg_loss, ref_grad_norm, ref_grads, ref_before, ref_params) = setup
+    path, batch, reference = setup
     per_rank = run_on_ranks(_actor_rank, world, path, batch, VARIANTS[world])
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     with torch.no_grad():
@@ -180,15 +218,49 @@ def test_update_matches_plain_reference_step(setup, world):
         torch.testing.assert_close(log_probs[mask], expected_log_probs[mask], atol=2e-5, rtol=1e-5)
         assert torch.all(log_probs[~mask] == 0)
 
-        metrics = results[0]["metrics"]
-        assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=1e-4, abs=1e-6), variant
-        assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=1e-4), variant
-        for name, expected in ref_grads.items():
-            if name in results[0]["grads"]:
-                assert_grads_match(name, results[0]["grads"][name], expected)
-        for name, expected in ref_params.items():
-            actual = results[0]["params"][name]
-            actor_grad = results[0]["grads"].get(TIED.get(name, name))
-            assert_adamw_step_matches(name, actual, expected, actor_grad, ref_grads.get(name), ref_before[name])
+        assert_update_matches_reference(results[0], reference, variant)
         moved = results[0]["params"]["model.layers.0.mlp.up_proj.weight"] - model.model.layers[0].mlp.up_proj.weight
         assert moved.abs().max() > LR / 2  # the step really moved the weights
+
+
+def reference_entropy(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Entropy ``(bs, R)`` of the next-token distribution before each response token, each sequence alone."""
+    mask = batch["response_mask"]
+    out = torch.zeros(mask.shape)
+    for row in range(mask.shape[0]):
+        ids = batch["input_ids"][row][batch["attention_mask"][row].bool()]
+        n_resp = int(mask[row].sum())
+        log_softmax = torch.log_softmax(model(input_ids=ids[None]).logits[0, :-1].float(), dim=-1)
+        out[row, :n_resp] = -(log_softmax.exp() * log_softmax).sum(-1)[len(ids) - 1 - n_resp :]
+    return out
+
+
+def _actor_sp_rank(rank, world, model_path, batch, variants):
+    return [
+        _one_variant(rank, world, model_path, batch, *variant, sp=2, gradient_checkpointing=True)
+        for variant in variants
+    ]
+
+
+SP_VARIANTS = [(2, False, True), (1, True, True)]  # (micro_bsz, use_dynamic_bsz, use_remove_padding)
+
+
+@pytest.mark.slow
+def test_sequence_parallel_update_matches_single_process_reference(setup):
+    """SP=2 over 2 ranks (one data-parallel group) against the SP=1 single-process references."""
+    from transformers import AutoModelForCausalLM
+
+    path, batch, reference = setup
+    per_rank = run_on_ranks(_actor_sp_rank, 2, path, batch, SP_VARIANTS)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    with torch.no_grad():
+        expected_log_probs = reference_log_probs(model, batch)
+        expected_entropy = reference_entropy(model, batch)
+    mask = batch["response_mask"].bool()
+    for index, variant in enumerate(SP_VARIANTS):
+        results = [rank_results[index] for rank_results in per_rank]
+        for result in results:  # both ranks of the group computed every row
+            torch.testing.assert_close(result["log_probs"][mask], expected_log_probs[mask], atol=2e-5, rtol=1e-5)
+            torch.testing.assert_close(result["entropys"][mask], expected_entropy[mask], atol=2e-5, rtol=1e-5)
+            assert torch.all(result["log_probs"][~mask] == 0)
+        assert_update_matches_reference(results[0], reference, variant)

@@ -15,12 +15,20 @@ from verl.trainer.config.schema_walk import field_specs, is_config_class
 from verl.workers.config import ActorConfig, CriticConfig, RefConfig, RolloutConfig
 
 HOMONYMS = {
+    "dtype": "the rollout engine's weight dtype vs Megatron's compute dtype",
+    "num_workers": "agent-loop worker actors vs reward-function worker processes",
+    "tensor_model_parallel_size": "the rollout engine's tensor parallelism vs Megatron training's",
     "enable": "switches of different features (filter_groups, overlong buffer, reward model, critic)",
-    "model": "the policy model (actor_rollout_ref.model) vs the critic's own value model",
+    "forward_max_token_len_per_gpu": "token budget of the critic's value forward vs of the reward model's forward",
+    "n_gpus_per_node": "the training pool's shape vs the reward model's own pool (verl's keys)",
+    "nnodes": "the training pool's shape vs the reward model's own pool (verl's keys)",
+    "rollout": "the policy's generation engine vs the generative judge's (reward_model.rollout, verl's key)",
+    "use_dynamic_bsz": "token-budget micro-batches of the PPO updates vs of the reward model's forward",
+    "model": "the policy model (actor_rollout_ref.model) vs the critic's value model vs the reward model",
     "name": "rollout backend vs a function name vs a dataset class name",
     "path": "model folder vs the file of a reward function or dataset class",
     "reward_kwargs": "keyword arguments of the reward manager vs of the custom reward function",
-    "seed": "data shuffle seed vs worker RNG seed",
+    "seed": "data shuffle seed vs worker RNG seed vs the Megatron engine's initialisation seed",
     "shuffle": "dataset order per epoch vs sequence order within a PPO step",
     "total_training_steps": "the run's step limit vs the schedule length the trainer fills into the optimizer",
     "trust_remote_code": "code shipped with the tokenizer (data) vs with the model",

@@ -39,6 +39,7 @@ def rollout_config(name: str, **overrides) -> RolloutConfig:
         gpu_memory_utilization=0.05,
         n=1,
         temperature=1.0,
+        calculate_log_probs=True,
     )
     values.update(overrides)
     return RolloutConfig(**values)
@@ -94,13 +95,14 @@ def train_toward(model, tokenizer, texts: list[str], target: str, steps: int = 3
     """A few Adam steps making ``target`` the continuation of every prompt (changes greedy outputs)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
+    device = next(model.parameters()).device
     target_ids = tokenizer(target, return_tensors="pt").input_ids[0]
     for _ in range(steps):
         optimizer.zero_grad()
         loss = 0.0
         for text in texts:
             prompt_ids = tokenizer(text, return_tensors="pt").input_ids[0]
-            ids = torch.cat([prompt_ids, target_ids])[None]
+            ids = torch.cat([prompt_ids, target_ids])[None].to(device)
             labels = ids.clone()
             labels[0, : len(prompt_ids)] = -100
             loss = loss + model(input_ids=ids, labels=labels).loss

@@ -27,6 +27,7 @@ def _config(name: str) -> RolloutConfig:
         n=2,
         temperature=1.0,
         limit_images=1,
+        calculate_log_probs=True,
     )
 
 

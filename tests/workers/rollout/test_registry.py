@@ -12,13 +12,16 @@ def test_hf_resolves_to_hf_rollout():
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match=r"Unknown rollout 'trtllm'.*'hf'.*'vllm'"):
+    with pytest.raises(ValueError, match=r"Unknown rollout 'trtllm'.*'hf', 'sglang', 'vllm'"):
         get_rollout_class("trtllm")
 
 
-def test_planned_backend_names_its_issue():
-    with pytest.raises(NotImplementedError, match=r"not supported yet: the SGLang rollout \(issue 14\)"):
-        get_rollout_class("sglang")
+def test_sglang_resolves_without_importing_sglang():
+    import sys
+
+    cls = get_rollout_class("sglang")
+    assert cls.__name__ == "SGLangRollout" and issubclass(cls, BaseRollout)
+    assert "sglang" not in sys.modules  # the engine is imported when a rollout is built
 
 
 def test_register_custom_and_reject_duplicates():

@@ -9,10 +9,29 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl.single_controller.base.worker_group import ClassWithInitArgs
 
+CONCURRENCY_GROUPS_ATTR = "ray_concurrency_groups"
+"""Class attribute ``{group: max_concurrency}`` of a worker whose methods use ``@ray.method(concurrency_group=...)``
+(Ray takes the groups only at ``ray.remote`` time)."""
+
 
 def unwrap_ray_remote(cls: Any) -> type:
     """The Python class behind a ``ray.remote`` actor class (or ``cls`` itself)."""
     return getattr(cls, "__ray_actor_class__", cls)
+
+
+def concurrency_groups(*classes: type) -> dict[str, int]:
+    """The concurrency groups the worker classes declare (largest size wins when two declare one group)."""
+    groups: dict[str, int] = {}
+    for cls in classes:
+        for name, size in (getattr(cls, CONCURRENCY_GROUPS_ATTR, None) or {}).items():
+            groups[name] = max(size, groups.get(name, 0))
+    return groups
+
+
+def as_ray_actor_class(cls: type, groups: dict[str, int] | None = None) -> Any:
+    """``ray.remote(cls)`` with the concurrency groups of ``cls`` (or ``groups``)."""
+    groups = concurrency_groups(cls) if groups is None else groups
+    return ray.remote(concurrency_groups=groups)(cls) if groups else ray.remote(cls)
 
 
 class RayClassWithInitArgs(ClassWithInitArgs):
@@ -20,7 +39,7 @@ class RayClassWithInitArgs(ClassWithInitArgs):
 
     def __init__(self, cls: Any, *args, **kwargs) -> None:
         if not hasattr(cls, "__ray_actor_class__"):
-            cls = ray.remote(cls)
+            cls = as_ray_actor_class(cls)
         super().__init__(cls, *args, **kwargs)
         self._options: dict[str, Any] = {}
         self._additional_resource: dict[str, float] = {}

@@ -11,11 +11,14 @@ import os
 from contextlib import contextmanager
 from functools import wraps
 
-import ray
-
 from verl.single_controller.base.decorator import MAGIC_ATTR
 from verl.single_controller.base.worker import Worker
-from verl.single_controller.ray.actor_class import RayClassWithInitArgs, unwrap_ray_remote
+from verl.single_controller.ray.actor_class import (
+    RayClassWithInitArgs,
+    as_ray_actor_class,
+    concurrency_groups,
+    unwrap_ray_remote,
+)
 
 
 @contextmanager
@@ -54,6 +57,14 @@ def _bind_workers_method_to_parent(cls: type, role: str, user_defined_cls: type)
 
 def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> RayClassWithInitArgs:
     """One actor class hosting every role of ``class_dict`` (role name → class with init args)."""
+    role_classes = [unwrap_ray_remote(spec.cls) for spec in class_dict.values()]
+    raw = create_colocated_worker_raw_cls(class_dict)
+    return RayClassWithInitArgs(cls=as_ray_actor_class(raw, concurrency_groups(*role_classes)))
+
+
+def create_colocated_worker_raw_cls(class_dict: dict[str, RayClassWithInitArgs]) -> type:
+    """The plain (not ``ray.remote``) worker class behind :func:`create_colocated_worker_cls`: it builds every role
+    of ``class_dict`` in its ``__init__`` and exposes role ``r``'s registered method ``m`` as ``r_m``."""
     bad = [role for role in class_dict if "_" in role and role.split("_", 1)[0] in class_dict]
     if bad:
         raise ValueError(f"role names {bad} clash with another role's method prefix; rename them")
@@ -73,4 +84,4 @@ def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> 
     for role, role_cls in role_classes.items():
         _bind_workers_method_to_parent(WorkerDict, role, role_cls)
     WorkerDict.__name__ = WorkerDict.__qualname__ = "WorkerDict_" + "_".join(class_dict)
-    return RayClassWithInitArgs(cls=ray.remote(WorkerDict))
+    return WorkerDict

@@ -106,12 +106,19 @@ class RayResourcePool(ResourcePool):
         self.pgs = pgs
         return pgs
 
+    def bundle_slots(self, device_name: str = "cuda") -> list[tuple[PlacementGroup, int]]:
+        """``(placement group, bundle index)`` of every worker of the pool, in rank order."""
+        return [
+            (pg, index) for pg in self.get_placement_groups(device_name=device_name) for index in range(pg.bundle_count)
+        ]
+
     def bundle_node_ids(self) -> list[str]:
         """Node id of every bundle, in rank order."""
+        tables: dict[int, dict] = {}
         node_ids = []
-        for pg in self.get_placement_groups():
-            bundles_to_node = placement_group_table(pg)["bundles_to_node_id"]
-            node_ids.extend(bundles_to_node[index] for index in range(pg.bundle_count))
+        for pg, index in self.bundle_slots():
+            table = tables.setdefault(id(pg), placement_group_table(pg)["bundles_to_node_id"])
+            node_ids.append(table[index])
         return node_ids
 
     def remove_placement_groups(self) -> None:
@@ -119,6 +126,78 @@ class RayResourcePool(ResourcePool):
         for pg in self.pgs or []:
             remove_placement_group(pg)
         self.pgs = None
+
+
+class SubRayResourcePool(RayResourcePool):
+    """Ranks ``[start, start + size)`` of a parent pool's bundles: a worker group spawned on it uses only those
+    (its placement groups are the parent's, reserved once). Made by :func:`split_resource_pool`."""
+
+    def __init__(self, parent: RayResourcePool, start: int, size: int, name_prefix: str) -> None:
+        super().__init__(
+            process_on_nodes=list(parent.store),
+            use_gpu=parent.use_gpu,
+            name_prefix=name_prefix,
+            max_colocate_count=parent.max_colocate_count,
+            detached=parent.detached,
+            accelerator_type=parent.accelerator_type,
+            cpus_per_bundle=parent.cpus_per_bundle,
+        )
+        self.parent, self.start_bundle_index, self.subgroup_world_size = parent, start, size
+
+    @property
+    def world_size(self) -> int:
+        return self.subgroup_world_size
+
+    def get_placement_groups(self, strategy: str = "STRICT_PACK", name: str | None = None, device_name: str = "cuda"):
+        pgs = self.parent.get_placement_groups(strategy=strategy, name=name, device_name=device_name)
+        self.use_gpu = self.parent.use_gpu
+        return pgs
+
+    def bundle_slots(self, device_name: str = "cuda") -> list[tuple[PlacementGroup, int]]:
+        self.get_placement_groups(device_name=device_name)
+        slots = self.parent.bundle_slots(device_name)
+        return slots[self.start_bundle_index : self.start_bundle_index + self.subgroup_world_size]
+
+    def remove_placement_groups(self) -> None:
+        """The parent owns the placement groups: a view releases nothing."""
+
+
+def split_resource_pool(resource_pool: RayResourcePool, split_size: int | list[int]) -> list[SubRayResourcePool]:
+    """Consecutive views of ``resource_pool``'s ranks: ``world_size / split_size`` views of ``split_size`` ranks, or
+    one view per entry of a list of sizes (which must sum to the world size). A view can be split again."""
+    world = resource_pool.world_size
+    sizes = [split_size] * (world // split_size) if isinstance(split_size, int) else list(split_size)
+    if isinstance(split_size, int) and (split_size <= 0 or world % split_size):
+        raise ValueError(f"split_size={split_size} must divide the pool's world size {world}")
+    if any(size <= 0 for size in sizes) or sum(sizes) != world:
+        raise ValueError(f"split sizes {sizes} must be positive and sum to the pool's world size {world}")
+    parent = resource_pool.parent if isinstance(resource_pool, SubRayResourcePool) else resource_pool
+    offset = resource_pool.start_bundle_index if isinstance(resource_pool, SubRayResourcePool) else 0
+    views = []
+    for index, size in enumerate(sizes):
+        views.append(SubRayResourcePool(parent, offset, size, f"{resource_pool.name_prefix}split{index}_"))
+        offset += size
+    return views
+
+
+def merge_resource_pool(rp1: RayResourcePool, rp2: RayResourcePool) -> RayResourcePool:
+    """One pool holding the nodes (and the already reserved placement groups) of ``rp1`` then ``rp2``."""
+    for attribute in ("use_gpu", "max_colocate_count", "detached"):
+        if getattr(rp1, attribute) != getattr(rp2, attribute):
+            raise ValueError(
+                f"cannot merge pools with different {attribute}: {getattr(rp1, attribute)} vs {getattr(rp2, attribute)}"
+            )
+    merged = RayResourcePool(
+        process_on_nodes=list(rp1.store) + list(rp2.store),
+        use_gpu=rp1.use_gpu,
+        name_prefix=f"{rp1.name_prefix}{rp2.name_prefix}",
+        max_colocate_count=rp1.max_colocate_count,
+        detached=rp1.detached,
+        accelerator_type=rp1.accelerator_type,
+        cpus_per_bundle=rp1.cpus_per_bundle,
+    )
+    merged.pgs = rp1.get_placement_groups() + rp2.get_placement_groups()
+    return merged
 
 
 @dataclass

@@ -62,6 +62,9 @@ class RayWorkerGroup(WorkerGroup):
         self._detached = detached
         self._ray_wait_register_center_timeout = ray_wait_register_center_timeout
         self.call_timeout_s = call_timeout_s if call_timeout_s is not None else _env_seconds(CALL_TIMEOUT_ENV)
+        # Prefix of this group's methods on its actors ("actor_rollout_" for a role spawned from colocated actors),
+        # for direct actor calls such as getattr(actor, method_prefix + "generate").
+        self.method_prefix = ""
         self.collective_timeout_s = collective_timeout_s
         self.resource_pool = resource_pool
         if worker_handles is not None:
@@ -96,35 +99,33 @@ class RayWorkerGroup(WorkerGroup):
         return env
 
     def _start_workers(self, resource_pool: RayResourcePool, ray_cls_with_init: RayClassWithInitArgs) -> None:
-        pgs = resource_pool.get_placement_groups(device_name=self.device_name)
+        slots = resource_pool.bundle_slots(device_name=self.device_name)
+        pg_index = {pg.id: index for index, pg in enumerate(resource_pool.get_placement_groups())}
         node_ids = resource_pool.bundle_node_ids()
         self._world_size_to_start = len(node_ids)
         per_node = Counter(node_ids)
         seen_on_node: Counter = Counter()
         share = 1 / resource_pool.max_colocate_count
         cls_name = ray_cls_with_init.user_cls.__name__
-        rank = 0
-        for pg_index, pg in enumerate(pgs):
-            for bundle_index in range(pg.bundle_count):
-                node_id = node_ids[rank]
-                local_rank = seen_on_node[node_id]
-                seen_on_node[node_id] += 1
-                name = f"{self.name_prefix}{cls_name}_{pg_index}:{bundle_index}"
-                if self._detached:
-                    ray_cls_with_init.update_options({"lifetime": "detached"})
-                actor = ray_cls_with_init(
-                    placement_group=pg,
-                    placement_group_bundle_idx=bundle_index,
-                    use_gpu=resource_pool.use_gpu,
-                    num_gpus=share,
-                    num_cpus=share * resource_pool.cpus_per_bundle,
-                    device_name=self.device_name,
-                    env_vars=self._worker_env(rank, local_rank, per_node[node_id]),
-                    name=name,
-                )
-                self._workers.append(actor)
-                self._worker_names.append(name)
-                rank += 1
+        for rank, (pg, bundle_index) in enumerate(slots):
+            node_id = node_ids[rank]
+            local_rank = seen_on_node[node_id]
+            seen_on_node[node_id] += 1
+            name = f"{self.name_prefix}{cls_name}_{pg_index[pg.id]}:{bundle_index}"
+            if self._detached:
+                ray_cls_with_init.update_options({"lifetime": "detached"})
+            actor = ray_cls_with_init(
+                placement_group=pg,
+                placement_group_bundle_idx=bundle_index,
+                use_gpu=resource_pool.use_gpu,
+                num_gpus=share,
+                num_cpus=share * resource_pool.cpus_per_bundle,
+                device_name=self.device_name,
+                env_vars=self._worker_env(rank, local_rank, per_node[node_id]),
+                name=name,
+            )
+            self._workers.append(actor)
+            self._worker_names.append(name)
         try:
             ready = [worker.__ray_ready__.remote() for worker in self._workers]
             self._get_results(ready, list(range(len(ready))), "__init__", timeout_s=None)
@@ -178,6 +179,7 @@ class RayWorkerGroup(WorkerGroup):
                 raise ValueError(f"spawn: no registered method starts with {role_prefix!r}; is {prefix!r} a role?")
             for method_name in role_methods:
                 setattr(group, method_name.removeprefix(role_prefix), getattr(group, method_name))
+            group.method_prefix = role_prefix
             spawned[prefix] = group
         return spawned
 

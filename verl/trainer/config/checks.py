@@ -2,8 +2,11 @@
 
 Batch arithmetic follows the workers: a step generates ``data.train_batch_size * rollout.n`` sequences,
 split evenly over ``trainer.n_gpus_per_node * trainer.nnodes`` workers; each optimizer step takes
-``ppo_mini_batch_size * rollout.n`` sequences, i.e. ``ppo_mini_batch_size * rollout.n / world_size`` per
-worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulation).
+``ppo_mini_batch_size * rollout.n`` sequences, i.e. ``ppo_mini_batch_size * rollout.n / dp`` per
+worker, which ``ppo_micro_batch_size_per_gpu`` must divide (gradient accumulation). ``dp`` is the world size
+divided by the role's ``ulysses_sequence_parallel_size`` (the ranks of a sequence-parallel group share rows), and
+a token budget ``*_max_token_len_per_gpu`` covers ``budget * ulysses_sequence_parallel_size`` tokens of a
+micro-batch.
 """
 
 from __future__ import annotations
@@ -11,7 +14,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from verl.trainer.config.agent_checks import rollout_mode_errors
+from verl.trainer.config.extend import RECIPE_OWNED_ATTR
+from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
+from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
+from verl.trainer.config.sequence_parallel import sequence_parallel_errors
 from verl.trainer.ppo.utils import estimator_inputs, estimator_needs_groups
 from verl.workers.config.actor import KL_LOSS_TYPES
 from verl.workers.config.base import resolve_registry
@@ -52,6 +60,14 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     batch = cfg.data.train_batch_size
     mini = role.ppo_mini_batch_size
     world_keys = "trainer.n_gpus_per_node * trainer.nnodes"
+    sp = role.ulysses_sequence_parallel_size
+    if model_parallel_size(role) > 1:  # Megatron: the batch splits over data-parallel ranks only
+        world_keys += f" / ({key}.megatron tensor * pipeline parallel size)"
+        world = data_parallel_size(role, world)
+    elif sp > 1:
+        if world % sp:
+            return []  # reported by sequence_parallel_errors
+        world, world_keys = world // sp, f"{world_keys} / {key}.ulysses_sequence_parallel_size"
     if batch % mini:
         errors.append(
             f"data.train_batch_size={batch} must be a multiple of {key}.ppo_mini_batch_size={mini} (prompts per "
@@ -67,10 +83,12 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     per_worker = mini_sequences // world
     seq_len = cfg.actor_rollout_ref.rollout.prompt_length + cfg.actor_rollout_ref.rollout.response_length
     if role.use_dynamic_bsz:
-        if role.ppo_max_token_len_per_gpu < seq_len:
+        if role.ppo_max_token_len_per_gpu * sp < seq_len:
+            scaled = f" * ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
             errors.append(
-                f"{key}.ppo_max_token_len_per_gpu={role.ppo_max_token_len_per_gpu} is below one full sequence "
-                f"(actor_rollout_ref.rollout.prompt_length + response_length = {seq_len}); raise it to >= {seq_len}"
+                f"{key}.ppo_max_token_len_per_gpu={role.ppo_max_token_len_per_gpu}{scaled} is below one full "
+                f"sequence (actor_rollout_ref.rollout.prompt_length + response_length = {seq_len}); raise it to "
+                f">= {-(-seq_len // sp)}"
             )
     elif role.ppo_micro_batch_size_per_gpu is None:
         errors.append(
@@ -86,12 +104,15 @@ def _ppo_batch_errors(role: PPOUpdateConfig, key: str, cfg: PPOConfig, world: in
     return errors
 
 
-def _log_prob_errors(key: str, micro: int | None, dynamic: bool, max_tokens: int, seq_len: int) -> list[str]:
+def _log_prob_errors(
+    key: str, micro: int | None, dynamic: bool, max_tokens: int, seq_len: int, sp: int = 1
+) -> list[str]:
     if dynamic:
-        if max_tokens < seq_len:
+        if max_tokens * sp < seq_len:
+            scaled = f" (times ulysses_sequence_parallel_size {sp})" if sp > 1 else ""
             return [
-                f"{key}.log_prob_max_token_len_per_gpu={max_tokens} is below one full sequence ({seq_len} tokens); "
-                f"raise it to >= {seq_len}"
+                f"{key}.log_prob_max_token_len_per_gpu={max_tokens}{scaled} is below one full sequence ({seq_len} "
+                f"tokens); raise it to >= {-(-seq_len // sp)}"
             ]
     elif micro is None:
         return [
@@ -150,6 +171,15 @@ def _algorithm_errors(cfg: PPOConfig) -> list[str]:
             f"algorithm.adv_estimator={algo.adv_estimator} compares responses of the same prompt and needs "
             f"actor_rollout_ref.rollout.n > 1 (got {rollout.n}); set actor_rollout_ref.rollout.n=4 or more"
         )
+    if (
+        _estimator_registered(cfg)
+        and "sum_pi_squared" in estimator_inputs(algo.adv_estimator)
+        and not actor.calculate_sum_pi_squared
+    ):
+        errors.append(
+            f"algorithm.adv_estimator={algo.adv_estimator} needs sum_v pi^2 per token: set "
+            "actor_rollout_ref.actor.calculate_sum_pi_squared=True"
+        )
     if actor.kl_loss_type.rstrip("+") not in KL_LOSS_TYPES:
         errors.append(
             f"actor_rollout_ref.actor.kl_loss_type={actor.kl_loss_type!r} is not allowed; allowed values: "
@@ -190,6 +220,12 @@ def _reward_errors(cfg: PPOConfig) -> list[str]:
             errors.append(
                 f"reward_model.reward_kwargs.overlong_buffer_cfg has unknown keys {unknown}; valid: {sorted(valid)}"
             )
+    if cfg.reward_model.launch_reward_fn_async and cfg.algorithm.filter_groups.enable:
+        errors.append(
+            "reward_model.launch_reward_fn_async=True cannot overlap scoring with the log-prob computations while "
+            "algorithm.filter_groups.enable=True (dynamic sampling needs each batch's scores before the next one); "
+            "turn one of them off"
+        )
     enabled = cfg.reward_model.overlong_buffer.enable or (
         isinstance(buffer_kwargs, dict) and bool(buffer_kwargs.get("enable"))
     )
@@ -274,6 +310,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
         rollout.log_prob_use_dynamic_bsz,
         rollout.log_prob_max_token_len_per_gpu,
         seq_len,
+        cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size,  # the actor's engine recomputes log-probs
     )
     if ref is not None and need_reference_policy(cfg):
         errors += _log_prob_errors(
@@ -282,12 +319,18 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
             ref.log_prob_use_dynamic_bsz,
             ref.log_prob_max_token_len_per_gpu,
             seq_len,
+            ref.ulysses_sequence_parallel_size,
         )
     errors += _length_errors(cfg)
+    errors += sequence_parallel_errors(cfg, world, need_critic(cfg), need_reference_policy(cfg))
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
+    if "reward_model" not in getattr(type(cfg), RECIPE_OWNED_ATTR, ()):  # PRIME's reward model is its own
+        errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
+    errors += rollout_mode_errors(cfg)
+    errors += megatron_errors(cfg)
     return errors
 
 

@@ -74,7 +74,8 @@ class DataConfig(BaseConfig):
     """Use at most this many validation rows; -1 uses all."""
 
     return_raw_input_ids: bool = False
-    """Also return the prompt token ids without chat template (for a reward model with another tokenizer)."""
+    """Also return ``raw_input_ids``: the prompt's token ids without the chat template (the message contents joined
+    by newlines), for a reward model that applies its own template."""
 
     return_raw_chat: bool = False
     """Also return the raw chat messages as ``raw_prompt``."""

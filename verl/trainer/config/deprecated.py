@@ -7,6 +7,7 @@ so the components only ever read the ``*_per_gpu`` keys.
 
 from __future__ import annotations
 
+from verl.trainer.config.megatron_checks import data_parallel_size
 from verl.trainer.config.root import PPOConfig
 
 
@@ -27,7 +28,8 @@ def apply_deprecated_micro_batch_sizes(cfg: PPOConfig) -> list[str]:
     for key, role in roles:
         if role.ppo_micro_batch_size is not None:
             target = f"{key}.ppo_micro_batch_size_per_gpu"
-            value, error = _per_worker(role.ppo_micro_batch_size, world, f"{key}.ppo_micro_batch_size", target)
+            dp = data_parallel_size(role, world)  # Megatron: per data-parallel rank
+            value, error = _per_worker(role.ppo_micro_batch_size, dp, f"{key}.ppo_micro_batch_size", target)
             if error:
                 errors.append(error)
             else:
@@ -45,4 +47,13 @@ def apply_deprecated_micro_batch_sizes(cfg: PPOConfig) -> list[str]:
                 errors.append(error)
             else:
                 role.log_prob_micro_batch_size_per_gpu = value
+    rm = cfg.reward_model
+    if rm.micro_batch_size is not None:
+        rm_world = rm.n_gpus_per_node * rm.nnodes if rm.enable_resource_pool else world
+        target = "reward_model.micro_batch_size_per_gpu"
+        value, error = _per_worker(rm.micro_batch_size, max(rm_world, 1), "reward_model.micro_batch_size", target)
+        if error:
+            errors.append(error)
+        else:
+            rm.micro_batch_size_per_gpu = value
     return errors

@@ -99,6 +99,11 @@ def _section(cls: type, path: str, node: DictConfig, lines: list[str]) -> None:
                 "null" if c is None else str(c).lower() if isinstance(c, bool) else str(c) for c in metadata["choices"]
             )
             doc += f" Allowed: {shown}."
+        if "pin" in metadata:
+            pin = metadata["pin"]
+            supported = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in pin["supported"])
+            feature, issue = pin["feature"], pin["issue"]
+            doc += f" **Pinned**: only {supported}; other values: not supported yet: {feature} (issue {issue})."
         if "registry" in metadata:
             doc += f" Registered: {', '.join(resolve_registry(metadata['registry']).names())}."
         if is_config_class(inner):
@@ -120,7 +125,30 @@ def generate() -> str:
     lines = [HEADER.rstrip()]
     for name, (inner, _, _) in field_specs(PPOConfig).items():
         _section(inner, name, composed[name], lines)
+    _pins_section(lines)
     return "\n".join(lines) + "\n"
+
+
+def _pins_section(lines: list[str]) -> None:
+    """The keys of verl that are pinned to planned work (not in the schema yet) and the older spellings accepted."""
+    from verl.trainer.config.pins import CONFIG_NAME_PINS, PINNED_KEYS, RENAMED_KEYS
+
+    lines += [
+        "",
+        "## Pinned keys",
+        "",
+        "verl keys (and everything below them) that fail before Ray starts with "
+        '"not supported yet" until the issue that builds them lands.',
+        "",
+    ]
+    lines += ["| key | feature | issue |", "| --- | --- | --- |"]
+    for key, pin in sorted(PINNED_KEYS.items()):
+        lines.append(f"| `{key}` | {pin.feature} | {pin.issue} |")
+    for name, pin in sorted(CONFIG_NAME_PINS.items()):
+        lines.append(f"| `--config-name={name}` | {pin.feature} | {pin.issue} |")
+    lines += ["", "## Older spellings", "", "| verl key (last part) | read as |", "| --- | --- |"]
+    for old, new in sorted(RENAMED_KEYS.items()):
+        lines.append(f"| `{old}` | `{new}` |")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,7 +33,11 @@ from verl.trainer.config.schema_walk import field_specs, is_config_class
 RECIPE_CHECKS_ATTR = "recipe_checks"
 """Class attribute holding a recipe's ``checks(config) -> list[str]`` (read by ``validate_config``)."""
 
-__all__ = ["RECIPE_CHECKS_ATTR", "extend_config", "recipe_errors"]
+RECIPE_OWNED_ATTR = "recipe_owned_sections"
+"""Class attribute naming top-level sections a recipe gives its own meaning (PRIME's ``reward_model`` is its implicit
+PRM, not the trainer's reward model): the shared checks of those sections are left to the recipe's ``checks``."""
+
+__all__ = ["RECIPE_CHECKS_ATTR", "RECIPE_OWNED_ATTR", "extend_config", "recipe_errors"]
 
 
 def _split(fields: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -14,15 +14,17 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
+from verl.trainer.config.pins import CONFIG_NAME_PINS, RENAMED_KEYS, pinned_key
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema import register_schemas
-from verl.trainer.config.schema_walk import nearest_keys, resolve_path
+from verl.trainer.config.schema_walk import field_specs, is_config_class, is_free_mapping, nearest_keys, resolve_path
 from verl.trainer.config.validation import ConfigError, validate_config
 
 CONFIG_DIR = Path(__file__).resolve().parent
@@ -31,7 +33,9 @@ CONFIG_DIR = Path(__file__).resolve().parent
 __all__ = [
     "CONFIG_DIR",
     "ConfigError",
+    "check_config_name",
     "check_overrides",
+    "normalize_overrides",
     "compose_config",
     "compose_config_file",
     "config_groups",
@@ -60,27 +64,90 @@ def _compose(config_dir: str, config_name: str, overrides: Sequence[str]) -> Dic
 
 
 def compose_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_trainer") -> DictConfig:
-    """Compose ``verl/trainer/config/<config_name>.yaml`` with Hydra command-line style ``overrides``."""
-    overrides = list(overrides or [])
+    """Compose ``verl/trainer/config/<config_name>.yaml`` with Hydra command-line style ``overrides`` (normalised
+    first, see :func:`normalize_overrides`)."""
+    check_config_name(config_name)
+    overrides = normalize_overrides(overrides or [])
     check_overrides(overrides)
     return _compose(str(CONFIG_DIR), config_name, overrides)
 
 
-def compose_config_file(path: str | os.PathLike, overrides: Sequence[str] | None = None) -> DictConfig:
-    """Compose a YAML file outside the package that lists ``ppo_trainer`` (or a group option) in its defaults.
+def compose_config_file(
+    path: str | os.PathLike, overrides: Sequence[str] | None = None, schema: type = PPOConfig
+) -> DictConfig:
+    """Compose a YAML file outside the package that lists ``ppo_trainer`` (or a group option) in its defaults;
+    ``overrides`` are normalised against ``schema`` (a recipe's tree for a recipe YAML).
 
     The file's folder comes first on the search path and this package's config folder second, as with
     ``python -m verl.trainer.main_ppo --config-path <folder> --config-name <file>`` plus
     ``hydra.searchpath=[pkg://verl.trainer.config]``.
     """
     path = Path(path).resolve()
-    overrides = ["hydra.searchpath=[pkg://verl.trainer.config]", *(overrides or [])]
+    overrides = ["hydra.searchpath=[pkg://verl.trainer.config]", *normalize_overrides(overrides or [], schema)]
     return _compose(str(path.parent), path.stem, overrides)
 
 
 def load_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_trainer") -> PPOConfig:
     """Compose and validate: the typed config of ``python -m verl.trainer.main_ppo <overrides>``."""
     return validate_config(compose_config(overrides, config_name))
+
+
+def _declared(path: str, schema: type = PPOConfig) -> bool:
+    """Whether ``path`` is a field the schema declares itself (not a key below a free-form mapping)."""
+    cls: Any = schema
+    for part in path.split("."):
+        specs = field_specs(cls) if is_config_class(cls) else {}
+        if part not in specs:
+            return False
+        cls = specs[part][0]
+    return True
+
+
+def _is_mapping_field(path: str, schema: type = PPOConfig) -> bool:
+    """Whether the declared field ``path`` is a free-form mapping (``dict[str, ...]``)."""
+    cls: Any = schema
+    for part in path.split("."):
+        inner = field_specs(cls)[part][0]
+        cls = inner
+    return is_free_mapping(cls)
+
+
+def _renamed(key: str, schema: type = PPOConfig) -> str:
+    """``key`` with an older verl spelling of its last part replaced by the current one (when that one exists)."""
+    parent, _, leaf = key.rpartition(".")
+    if leaf in RENAMED_KEYS:
+        current = f"{parent}.{RENAMED_KEYS[leaf]}" if parent else RENAMED_KEYS[leaf]
+        if _declared(current, schema):
+            return current
+    return key
+
+
+def normalize_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> list[str]:
+    """verl command lines as Hydra and the schema take them: ``+key=value`` / ``++key=value`` for a key the schema
+    already declares become ``key=value`` (Hydra refuses to add an existing key; verl's schema lacked some), a key
+    inside a free-form mapping (``rollout.engine_kwargs.vllm.swap_space``) gets ``++`` (add or override), and older
+    key names (:data:`~verl.trainer.config.pins.RENAMED_KEYS`, e.g. ``model.use_rmpad``) become their current ones."""
+    normalized = []
+    for arg in overrides:
+        if "=" not in arg or arg.startswith(("-", "~")):
+            normalized.append(arg)
+            continue
+        key, _, value = arg.partition("=")
+        prefix = "++" if key.startswith("++") else "+" if key.startswith("+") else ""
+        bare = _renamed(key[len(prefix) :], schema)
+        if prefix and _declared(bare, schema):
+            prefix = "++" if _is_mapping_field(bare, schema) else ""  # Hydra cannot re-add a key; "++" sets a mapping
+        elif not prefix and not _declared(bare, schema) and resolve_path(schema, bare)[0]:
+            prefix = "++"  # a key inside a free-form mapping (engine_kwargs.vllm.x): add it, or override it
+        normalized.append(f"{prefix}{bare}={value}")
+    return normalized
+
+
+def check_config_name(config_name: str) -> None:
+    """Fail for a verl ``--config-name`` whose feature is not built yet (``ppo_megatron_trainer``)."""
+    name = Path(str(config_name)).stem
+    if name in CONFIG_NAME_PINS:
+        raise ConfigError([CONFIG_NAME_PINS[name].message(f"--config-name={config_name}")])
 
 
 def check_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> None:
@@ -94,10 +161,20 @@ def check_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> None:
     groups = set(config_groups())
     errors = []
     for arg in overrides:
-        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+        if arg.startswith(("-", "~")) or "=" not in arg:
+            continue
+        if arg.startswith("+"):  # an added key: only pins are checked here, Hydra and validation do the rest
+            key = arg.lstrip("+").split("=", 1)[0].strip()
+            if pinned_key(key) is not None and not _declared(key, schema):
+                prefix, pin = pinned_key(key)
+                errors.append(pin.message(prefix))
             continue
         key = arg.split("=", 1)[0].strip()
         if "@" in key or "/" in key or key in groups or key.startswith("hydra.") or key == "hydra":
+            continue
+        if pinned_key(key) is not None and not _declared(key, schema):
+            prefix, pin = pinned_key(key)
+            errors.append(pin.message(prefix))
             continue
         known, parent, unknown, siblings = resolve_path(schema, key)
         if known:

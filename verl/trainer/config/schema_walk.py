@@ -95,3 +95,46 @@ def resolve_path(root: type, path: str) -> tuple[bool, str, str, list[str]]:
             return known, ".".join(parts[: depth + 1]), ".".join(parts[depth + 1 :]), []
         cls = inner
     return True, "", "", []
+
+
+def leaf_fields(cls: type, prefix: str = "") -> list[tuple[str, dict]]:
+    """``(key path, metadata)`` of every leaf (non-group) field under ``cls``."""
+    leaves: list[tuple[str, dict]] = []
+    for name, (inner, _, metadata) in field_specs(cls).items():
+        path = f"{prefix}{name}"
+        if is_config_class(inner):
+            leaves.extend(leaf_fields(inner, path + "."))
+        else:
+            leaves.append((path, metadata))
+    return leaves
+
+
+def _names_read(path) -> set[str]:
+    """Attribute names read (``x.name``) and string constants (``getattr(x, "name")``, ``d["name"]``) in a file."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            names.add(node.value)
+    return names
+
+
+def unread_fields(root: type, package_dir, definition_files: set) -> list[str]:
+    """Leaf key paths under ``root`` that no code of ``package_dir`` reads by name (outside the files that only
+    declare the config dataclasses), that are not pinned to a planned feature and that can take more than one
+    value: the keys a user could set and see nothing happen."""
+    from pathlib import Path
+
+    read: set[str] = set()
+    for path in Path(package_dir).rglob("*.py"):
+        if path.resolve() not in definition_files:
+            read |= _names_read(path)
+    unread = []
+    for path, metadata in leaf_fields(root):
+        constant = len(metadata.get("choices", ())) == 1
+        if path.rsplit(".", 1)[-1] not in read and "pin" not in metadata and not constant:
+            unread.append(path)
+    return unread

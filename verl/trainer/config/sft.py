@@ -189,8 +189,10 @@ class SFTConfig(BaseConfig):
     use_remove_padding: bool = False
     """Run the model on packed (unpadded) tokens; the YAML ties ``model.use_remove_padding`` to it."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence parallelism; not available in this build (must stay 1)."""
+    ulysses_sequence_parallel_size: int = bounded_field(1, gt=0)
+    """Ulysses sequence-parallel degree: each packed micro-batch is split over this many ranks along the sequence
+    (the data-parallel size becomes world / this); needs ``use_remove_padding``, and must divide the world size
+    and the model's attention heads (and divide its KV heads or be a multiple of them)."""
 
 
 def validate_typed(cfg: Any, cls: type) -> Any:

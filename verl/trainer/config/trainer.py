@@ -109,13 +109,18 @@ class TrainerConfig(BaseConfig):
     """Checkpoint root folder; the shipped YAML appends ``project_name/experiment_name``."""
 
     del_local_ckpt_after_load: bool = False
-    """Delete the local checkpoint after resuming from it."""
+    """After resuming, delete the checkpoint's actor and critic folders (model and optimizer shards; the trainer state
+    stays)."""
 
     max_actor_ckpt_to_keep: int | None = bounded_field(None, gt=0)
     """Most actor checkpoints kept (oldest deleted first); null keeps all."""
 
     max_critic_ckpt_to_keep: int | None = bounded_field(None, gt=0)
     """Most critic checkpoints kept (oldest deleted first); null keeps all."""
+
+    use_legacy_worker_impl: Any = choice_field("auto", ("auto", "disable", False))
+    """verl's switch between its legacy and new worker classes; this build has one worker implementation (roles
+    composed in ``verl.workers.fsdp_workers``), selected by every allowed value."""
 
     ray_wait_register_center_timeout: int = bounded_field(300, gt=0)
     """Seconds to wait for the workers to register with Ray."""

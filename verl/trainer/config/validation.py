@@ -14,8 +14,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from verl.trainer.config.pins import pinned_key
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema_walk import field_specs, is_config_class, is_free_mapping, nearest_keys
+from verl.utils.registry import Pin
 
 _REFERENCE = re.compile(r"^\$\{([\w.]+)\}$")
 
@@ -45,6 +47,10 @@ def _unknown_key_errors(node: Any, cls: type, path: str, root: type, errors: lis
         if key in IGNORED_KEYS or (not path and key == "hydra"):
             continue
         full = _join(path, key)
+        if key not in specs and pinned_key(full) is not None:
+            prefix, pin = pinned_key(full)
+            errors.append(pin.message(prefix))
+            continue
         if key not in specs:
             near = nearest_keys(root, path, key, list(specs))
             hint = f"did you mean {' or '.join(repr(n) for n in near)}?" if near else f"valid keys here: {list(specs)}"
@@ -101,6 +107,9 @@ def _check_leaf(value: Any, annotation: Any, path: str, errors: list[str]) -> An
 
 
 def _check_metadata(value: Any, metadata: dict, path: str, errors: list[str]) -> None:
+    pin = metadata.get("pin")
+    if pin is not None and value not in pin["supported"]:
+        errors.append(Pin(pin["feature"], pin["issue"]).message(f"{path}={value!r}"))
     choices = metadata.get("choices")
     if choices is not None and value not in choices:
         shown = ", ".join("null" if c is None else str(c).lower() if isinstance(c, bool) else str(c) for c in choices)

@@ -9,12 +9,14 @@ from .algos.advantage import (
     compute_gpg_outcome_advantage,
     compute_grpo_outcome_advantage,
     compute_grpo_passk_outcome_advantage,
+    compute_grpo_vectorized_outcome_advantage,
     compute_opo_outcome_advantage,
     compute_optimal_token_baseline_advantage,
     compute_reinforce_plus_plus_baseline_outcome_advantage,
     compute_reinforce_plus_plus_outcome_advantage,
     compute_remax_outcome_advantage,
     compute_rloo_outcome_advantage,
+    compute_rloo_vectorized_outcome_advantage,
 )
 from .algos.aggregation import LOSS_AGG_MODES, agg_loss
 from .algos.batch_ops import apply_kl_penalty, compute_advantage
@@ -62,6 +64,7 @@ __all__ = [
     "compute_gpg_outcome_advantage",
     "compute_grpo_outcome_advantage",
     "compute_grpo_passk_outcome_advantage",
+    "compute_grpo_vectorized_outcome_advantage",
     "compute_offpolicy_metrics",
     "compute_opo_outcome_advantage",
     "compute_optimal_token_baseline_advantage",
@@ -77,6 +80,7 @@ __all__ = [
     "compute_reinforce_plus_plus_outcome_advantage",
     "compute_remax_outcome_advantage",
     "compute_rloo_outcome_advantage",
+    "compute_rloo_vectorized_outcome_advantage",
     "compute_rollout_correction_and_add_to_batch",
     "compute_rollout_correction_and_rejection_mask",
     "compute_value_loss",

@@ -16,8 +16,12 @@ if TYPE_CHECKING:  # config validation imports this module before Ray is needed
 GLOBAL_POOL = "global_pool"
 """Name of the pool sized by ``trainer.nnodes`` x ``trainer.n_gpus_per_node``."""
 
-BASE_WORKER_GROUPS = ("actor_rollout", "ref", "critic")
-"""Worker groups of the PPO trainer that ``trainer.placement.roles`` may place."""
+BASE_WORKER_GROUPS = ("actor_rollout", "ref", "critic", "rm")
+"""Worker groups of the PPO trainer that ``trainer.placement.roles`` may place (``rm``: the reward model)."""
+
+REWARD_POOL = "reward_pool"
+"""The reward model's own pool with ``reward_model.enable_resource_pool`` (``reward_model.nnodes`` x
+``reward_model.n_gpus_per_node``), verl's keys for a reward model beside the actor."""
 
 WORKER_GROUPS_ATTR = "worker_groups"
 """Class attribute of a recipe's config class listing the extra worker groups it runs."""
@@ -43,11 +47,19 @@ RECIPE_ROLES_ATTR = "recipe_roles"
 overrides (e.g. ``{rollout: rollout_pool}``)."""
 
 
+def _reward_pool(config: Any) -> dict[str, list[int]]:
+    """``reward_pool`` when a discriminative reward model asks for its own devices, else nothing."""
+    reward_model = config.reward_model
+    if reward_model.enable and not reward_model.use_reward_loop and reward_model.enable_resource_pool:
+        return {REWARD_POOL: [int(reward_model.n_gpus_per_node)] * int(reward_model.nnodes)}
+    return {}
+
+
 def resource_pool_spec(config: Any) -> dict[str, list[int]]:
-    """Every pool: ``global_pool``, the recipe's own pools and those of ``trainer.placement.pools`` (name ->
-    processes per node)."""
+    """Every pool: ``global_pool``, ``reward_pool``, the recipe's own pools and those of ``trainer.placement.pools``
+    (name -> processes per node)."""
     trainer = config.trainer
-    spec = {GLOBAL_POOL: [int(trainer.n_gpus_per_node)] * int(trainer.nnodes)}
+    spec = {GLOBAL_POOL: [int(trainer.n_gpus_per_node)] * int(trainer.nnodes), **_reward_pool(config)}
     recipe_pools = getattr(type(config), RECIPE_POOLS_ATTR, None)
     if recipe_pools is not None:
         spec.update(recipe_pools(config))
@@ -58,8 +70,9 @@ def resource_pool_spec(config: Any) -> dict[str, list[int]]:
 def pool_of(config: Any, group: str) -> str:
     """The pool worker group ``group`` runs on: ``trainer.placement.roles``, else the recipe's default for it, else
     ``global_pool``."""
-    recipe_roles = getattr(type(config), RECIPE_ROLES_ATTR, {})
-    return (config.trainer.placement.roles or {}).get(group) or recipe_roles.get(group, GLOBAL_POOL)
+    defaults = {"rm": REWARD_POOL} if _reward_pool(config) else {}
+    defaults.update(getattr(type(config), RECIPE_ROLES_ATTR, {}))
+    return (config.trainer.placement.roles or {}).get(group) or defaults.get(group, GLOBAL_POOL)
 
 
 def pool_world_size(config: Any, group: str) -> int:

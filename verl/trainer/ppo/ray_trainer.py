@@ -6,6 +6,10 @@ One step of :meth:`RayPPOTrainer.fit`, top to bottom::
     -> old log-probs -> reference log-probs -> values -> KL in reward -> rollout correction -> advantages
     -> critic update -> actor update (after critic_warmup) -> metrics
 
+Scoring runs the reward-model worker group (``rm_scores``) and then the reward function; with
+``reward_model.launch_reward_fn_async`` the reward function runs in a Ray task while the log-probs and values
+are computed, and its scores are collected just before the advantages (``reward.compute_reward_async``).
+
 Every algorithmic choice comes from the config through the registries in ``core_algos``; the driver only
 moves ``DataProto`` batches between worker groups. Validation, checkpoint files, dynamic sampling, worker
 construction and data loading live in their own modules next to this one.
@@ -22,6 +26,7 @@ from tqdm import tqdm
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
+from verl.trainer.config.root import PPOConfig
 from verl.trainer.ppo import checkpointing, core_algos
 from verl.trainer.ppo.dynamic_sampling import GroupFilterBatcher
 from verl.trainer.ppo.generation_dump import dump_batch_generations
@@ -32,7 +37,8 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
     reward_trend_summary,
 )
-from verl.trainer.ppo.reward import compute_reward
+from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics, rows_in_order
+from verl.trainer.ppo.rollout_modes import build_rollout_generator
 from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
 from verl.trainer.ppo.validation import run_validation, split_generation_inputs
 from verl.trainer.ppo.worker_groups import build_worker_groups
@@ -40,6 +46,9 @@ from verl.utils.profiler import marked_timer
 from verl.utils.tracking import Tracking
 
 __all__ = ["RayPPOTrainer", "Role", "ResourcePoolManager", "compute_response_mask"]
+
+ASYNC_ROW_KEY = "_reward_row"
+"""Non-tensor column recording each row's position when an async reward was launched (rows may be reordered)."""
 
 
 def compute_response_mask(data: DataProto) -> torch.Tensor:
@@ -67,6 +76,10 @@ class RayPPOTrainer:
         train_sampler=None,
         device_name: str | None = None,
     ):
+        if not isinstance(config, PPOConfig):  # a composed DictConfig, as verl recipes pass it
+            from verl.trainer.main_ppo import prepare_config
+
+            config = prepare_config(config)
         self.config = config
         self.tokenizer = tokenizer
         self.processor = processor
@@ -80,6 +93,9 @@ class RayPPOTrainer:
         self.use_critic = need_critic(config)
         self.use_reference_policy = need_reference_policy(config)
         self.use_reward_baselines = need_reward_baselines(config)
+        self.async_reward = config.reward_model.launch_reward_fn_async
+        self.rm_wg = None
+        self._pending_reward = None
         self.ref_in_actor = Role.RefPolicy not in role_worker_mapping
         self.n = int(config.actor_rollout_ref.rollout.n)
         if config.algorithm.use_kl_in_reward:
@@ -91,7 +107,7 @@ class RayPPOTrainer:
 
             self.entropy_controller = AdaptiveEntropyController(actor.adaptive_entropy, actor.entropy_coeff)
 
-        self._create_dataloader(train_dataset, val_dataset)
+        self._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)
         steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
         self.total_training_steps = int(config.trainer.total_training_steps or steps_in_data)
         self._set_optimizer_horizon()
@@ -100,7 +116,7 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------ setup
 
-    def _create_dataloader(self, train_dataset, val_dataset) -> None:
+    def _create_dataloader(self, train_dataset, val_dataset, collate_fn=None, train_sampler=None) -> None:
         """Resumable loaders (``verl.utils.dataset.create_rl_dataloader``): training batches of
         ``data.gen_batch_size`` (dynamic sampling) or ``data.train_batch_size`` prompts, validation in one batch
         unless ``data.val_batch_size`` is set."""
@@ -113,11 +129,16 @@ class RayPPOTrainer:
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
                 "(data.train_batch_size / data.gen_batch_size); lower the batch size or add data"
             )
-        self.train_dataloader = create_rl_dataloader(train_dataset, data, batch_size=batch_size, is_train=True)
+        collate = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        self.train_dataloader = create_rl_dataloader(
+            train_dataset, data, batch_size=batch_size, is_train=True, sampler=train_sampler, **collate
+        )
         self.val_dataloader = None
         if val_dataset is not None and len(val_dataset) > 0:
             val_batch_size = data.val_batch_size or len(val_dataset)
-            self.val_dataloader = create_rl_dataloader(val_dataset, data, batch_size=val_batch_size, is_train=False)
+            self.val_dataloader = create_rl_dataloader(
+                val_dataset, data, batch_size=val_batch_size, is_train=False, **collate
+            )
 
     def _prompts_per_step(self) -> int:
         """Prompts drawn per generation round: ``data.gen_batch_size`` (dynamic sampling) or ``train_batch_size``."""
@@ -150,6 +171,7 @@ class RayPPOTrainer:
         self.worker_groups = groups
         self.critic_wg = groups.get("critic")
         self.ref_policy_wg = groups.get("ref")
+        self.rm_wg = groups.get("rm")
         self.actor_rollout_wg = groups["actor_rollout"]
         for name, worker_group in groups.items():
             if name != "actor_rollout":
@@ -157,6 +179,7 @@ class RayPPOTrainer:
         self.actor_rollout_wg.init_model()
         if self.ref_in_actor:
             self.ref_policy_wg = self.actor_rollout_wg
+        self.rollout_generator = build_rollout_generator(self.config, self.actor_rollout_wg)
 
     # ------------------------------------------------------------------ one training step, phase by phase
 
@@ -187,8 +210,8 @@ class RayPPOTrainer:
 
     def _generate(self, batch: DataProto, do_sample: bool = True) -> DataProto:
         """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
-        gen_batch, pad_size = self._generation_inputs(batch, self.actor_rollout_wg.world_size, do_sample)
-        return self._join_generation(batch, self.actor_rollout_wg.generate_sequences(gen_batch), pad_size)
+        gen_batch, pad_size = self._generation_inputs(batch, self.rollout_generator.world_size, do_sample)
+        return self._join_generation(batch, self.rollout_generator.generate_sequences(gen_batch), pad_size)
 
     def _join_generation(self, batch: DataProto, output: DataProto, pad_size: int) -> DataProto:
         """``batch`` with the rollout's ``output`` (padding rows dropped) joined, ``response_mask`` and the workers'
@@ -204,19 +227,48 @@ class RayPPOTrainer:
 
     def _greedy_baseline_rewards(self, prompts: DataProto) -> DataProto:
         """ReMax (Li et al., arXiv:2310.10505): the reward of one greedy response per prompt -> ``reward_baselines``."""
-        baseline = self._generate(prompts.select(deepcopy=True), do_sample=False)
-        scores, _ = compute_reward(baseline, self.reward_fn)
+        baseline = self._add_model_scores(self._generate(prompts.select(deepcopy=True), do_sample=False))
+        scores, _, _ = compute_reward_with_metrics(baseline, self.reward_fn)
         prompts.batch["reward_baselines"] = scores.sum(-1)
         return prompts
 
-    def _score(self, batch: DataProto) -> DataProto:
-        """Rule / model rewards -> ``token_level_scores`` (bs, R), and the manager's per-sample extra info."""
-        scores, extra_info = compute_reward(batch, self.reward_fn)
+    def _add_model_scores(self, batch: DataProto) -> DataProto:
+        """``rm_scores (bs, R)`` from the reward-model worker group (``reward_model.enable``), when it runs."""
+        if self.rm_wg is None or "rm_scores" in batch.batch.keys():
+            return batch
+        padded, pad_size = pad_dataproto_to_divisor(batch, self.rm_wg.world_size)
+        output = unpad_dataproto(self.rm_wg.compute_rm_score(padded), pad_size)
+        batch.meta_info.setdefault("reward_metrics", {}).update(output.meta_info.pop("metrics", {}))
+        return batch.union(output)
+
+    def _set_scores(self, batch: DataProto, scores, extra_info: dict, reward_metrics: dict) -> DataProto:
         batch.batch["token_level_scores"] = scores
         for key, values in extra_info.items():
             if len(values) == len(batch):
                 batch.non_tensor_batch[key] = np.asarray(values, dtype=object)
+        batch.meta_info.setdefault("reward_metrics", {}).update(reward_metrics)
         return batch
+
+    def _score(self, batch: DataProto) -> DataProto:
+        """Model scores, then the reward function -> ``token_level_scores`` (bs, R) and its per-sample extra info;
+        with ``launch_reward_fn_async`` the reward function is only launched (see :meth:`_collect_scores`)."""
+        batch = self._add_model_scores(batch)
+        if self.async_reward:
+            batch.non_tensor_batch[ASYNC_ROW_KEY] = np.arange(len(batch))
+            self._pending_reward = compute_reward_async(batch, self.reward_fn)
+            return batch
+        return self._set_scores(batch, *compute_reward_with_metrics(batch, self.reward_fn))
+
+    def _collect_scores(self, batch: DataProto) -> DataProto:
+        """The async reward function's scores, put back in the batch's current row order (it may be rebalanced)."""
+        import ray
+
+        if not self.async_reward:
+            return batch
+        scores, extra_info, reward_metrics = ray.get(self._pending_reward)
+        self._pending_reward = None
+        scores, extra_info = rows_in_order(scores, extra_info, batch.non_tensor_batch.pop(ASYNC_ROW_KEY))
+        return self._set_scores(batch, scores, extra_info, reward_metrics)
 
     def _rollout_and_score(self, batches, timing_raw: dict, metrics: dict) -> DataProto:
         """Prompts -> n responses each -> scores; with dynamic sampling, repeated until enough groups differ."""
@@ -244,6 +296,7 @@ class RayPPOTrainer:
                 metrics[name] = value
         with marked_timer("reward", timing_raw):
             batch = self._score(batch)
+        metrics.update(batch.meta_info.pop("reward_metrics", {}))
         if self.config.trainer.rollout_data_dir:
             dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
         return batch
@@ -357,6 +410,8 @@ class RayPPOTrainer:
             with marked_timer("values", timing_raw):
                 batch = self._compute_values(batch)
         with marked_timer("adv", timing_raw):
+            batch = self._collect_scores(batch)
+            metrics.update(batch.meta_info.pop("reward_metrics", {}))
             batch = self._apply_kl_in_reward(batch, metrics)
             batch = self._apply_rollout_correction(batch, metrics)
             batch = self._compute_advantages(batch)
@@ -383,13 +438,14 @@ class RayPPOTrainer:
             return {}
         return run_validation(
             self.val_dataloader,
-            self.actor_rollout_wg,
+            self.rollout_generator,
             self.val_reward_fn,
             self.tokenizer,
             self.config.actor_rollout_ref.rollout,
             num_generations_to_print=self.config.trainer.log_val_generations,
             dump_dir=self.config.trainer.validation_data_dir,
             step=self.global_steps,
+            add_model_scores=self._add_model_scores,
         )
 
     def _save_checkpoint(self) -> None:
@@ -433,9 +489,10 @@ class RayPPOTrainer:
             print("Training from scratch (no checkpoint to resume).")
             return 0
         print(f"Resuming from checkpoint {path}")
-        self.actor_rollout_wg.load_checkpoint(f"{path}/actor")
+        delete = self.config.trainer.del_local_ckpt_after_load
+        self.actor_rollout_wg.load_checkpoint(f"{path}/actor", del_local_after_load=delete)
         if self.use_critic:
-            self.critic_wg.load_checkpoint(f"{path}/critic")
+            self.critic_wg.load_checkpoint(f"{path}/critic", del_local_after_load=delete)
         self._load_extra_models(path)
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])

@@ -60,6 +60,16 @@ def check_reward_fn_signature(fn: Callable, argument_names: tuple[str, ...], whe
         ) from None
 
 
+def _pickle_by_value(module) -> None:
+    """Send the file's functions to other processes by value: a Ray task (``launch_reward_fn_async``) cannot import
+    the synthetic module name the file was loaded under."""
+    for pickler in ("ray.cloudpickle", "cloudpickle"):
+        try:
+            importlib.import_module(pickler).register_pickle_by_value(module)
+        except ImportError:
+            continue
+
+
 def get_custom_reward_fn(config: Any) -> Callable | None:
     """Load ``custom_reward_function.name`` from the file ``custom_reward_function.path`` (None when unset).
 
@@ -86,6 +96,7 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ImportError(f"importing custom_reward_function.path={path!r} failed: {exc!r}") from exc
+    _pickle_by_value(module)
     fn = getattr(module, name, None)
     if not callable(fn):
         available = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
@@ -126,18 +137,68 @@ def load_reward_manager(config: PPOConfig | DictConfig, tokenizer, num_examine: 
     manager_cls = get_reward_manager_cls(config.reward_model.reward_manager)
     kwargs = {**_kwargs_dict(config.reward_model.reward_kwargs), **reward_kwargs}
     kwargs = _fill_overlong_settings(manager_cls, kwargs, config)
-    return manager_cls(
+    compute_score = get_custom_reward_fn(config)
+    sandbox = config.reward_model.sandbox_fusion
+    if compute_score is None and sandbox.url:
+        from verl.utils.reward_score import default_compute_score
+
+        compute_score = functools.partial(
+            default_compute_score,
+            sandbox_fusion_url=sandbox.url,
+            concurrent_semaphore=sandbox.max_concurrent,
+            memory_limit_mb=sandbox.memory_limit_mb,
+        )
+    manager = manager_cls(
         tokenizer=tokenizer,
         num_examine=num_examine,
-        compute_score=get_custom_reward_fn(config),
+        compute_score=compute_score,
         reward_fn_key=config.data.reward_fn_key,
         **kwargs,
     )
+    from verl.workers.reward_manager.from_config import build_reward_fn, start_remote_sources
+
+    reward_fn = build_reward_fn(config.reward_model, manager, tokenizer, config.data.reward_fn_key)
+    start_remote_sources(reward_fn)
+    return reward_fn
+
+
+def compute_reward_with_metrics(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list], dict]:
+    """``(token_level_scores (bs, R), reward_extra_infos_dict, reward_metrics)``; the metrics (``reward/<source>/*``)
+    come from a combined reward function and are empty for a plain reward manager."""
+    result = reward_fn(data, return_dict=True)
+    if isinstance(result, dict):
+        return (
+            result["reward_tensor"],
+            dict(result.get("reward_extra_info", {})),
+            dict(result.get("reward_metrics", {})),
+        )
+    return result, {}, {}
 
 
 def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list]]:
     """``(token_level_scores (bs, R), reward_extra_infos_dict)`` from a reward manager."""
-    result = reward_fn(data, return_dict=True)
-    if isinstance(result, dict):
-        return result["reward_tensor"], dict(result.get("reward_extra_info", {}))
-    return result, {}
+    scores, extra_info, _ = compute_reward_with_metrics(data, reward_fn)
+    return scores, extra_info
+
+
+@functools.cache
+def _remote_compute_reward():
+    import ray
+
+    # no logical CPU: on a small machine the training pool's placement groups may hold all of them
+    return ray.remote(num_cpus=0)(compute_reward_with_metrics)
+
+
+def compute_reward_async(data: DataProto, reward_fn: Callable):
+    """``compute_reward_with_metrics`` in a Ray task (``reward_model.launch_reward_fn_async``); returns its ref."""
+    return _remote_compute_reward().remote(data, reward_fn)
+
+
+def rows_in_order(
+    scores: torch.Tensor, extra_info: dict[str, list], order: Any
+) -> tuple[torch.Tensor, dict[str, list]]:
+    """Reward results computed on a batch, for the same rows after a reorder: row ``j`` of the result is row
+    ``order[j]`` of the input (``order`` is the original position of each current row)."""
+    index = [int(i) for i in order]
+    extra = {key: [values[i] for i in index] for key, values in extra_info.items() if len(values) == len(index)}
+    return scores[torch.as_tensor(index, dtype=torch.long)], extra

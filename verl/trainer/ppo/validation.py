@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,17 +22,22 @@ __all__ = ["run_validation", "split_generation_inputs"]
 
 GENERATION_TENSOR_KEYS = ("input_ids", "attention_mask", "position_ids")
 REWARD_NON_TENSOR_KEYS = ("data_source", "reward_model", "extra_info", "uid")
+SHARED_NON_TENSOR_KEYS = ("raw_prompt",)
+"""Non-tensors both sides read: the rollout (chat messages) and the reward model / judge (re-rendering the chat)."""
 
 
 def split_generation_inputs(batch: DataProto) -> DataProto:
     """Pop what the rollout consumes (prompt tensors and prompt-side non-tensors) out of ``batch``.
 
-    The reward-side non-tensors (``data_source``, ``reward_model``, ``extra_info``, ``uid``) stay in ``batch``
-    and the rollout's output is unioned back into it.
+    The reward-side non-tensors (``data_source``, ``reward_model``, ``extra_info``, ``uid``) stay in ``batch``,
+    ``raw_prompt`` goes to both, and the rollout's output is unioned back into ``batch``.
     """
     non_tensor_keys = [key for key in batch.non_tensor_batch if key not in REWARD_NON_TENSOR_KEYS]
     tensor_keys = [key for key in GENERATION_TENSOR_KEYS if key in batch.batch.keys()]
-    return batch.pop(batch_keys=tensor_keys, non_tensor_batch_keys=non_tensor_keys)
+    shared = {key: batch.non_tensor_batch[key] for key in SHARED_NON_TENSOR_KEYS if key in batch.non_tensor_batch}
+    gen_batch = batch.pop(batch_keys=tensor_keys, non_tensor_batch_keys=non_tensor_keys)
+    batch.non_tensor_batch.update(shared)
+    return gen_batch
 
 
 def _generation_meta(rollout_config: Any, tokenizer) -> dict[str, Any]:
@@ -58,10 +64,12 @@ def run_validation(
     num_generations_to_print: int = 0,
     dump_dir: str | None = None,
     step: int = 0,
+    add_model_scores: Callable[[DataProto], DataProto] | None = None,
 ) -> dict[str, float]:
     """Generate, score and summarise the whole validation set; returns the flattened metric dict.
 
     With ``dump_dir`` (``trainer.validation_data_dir``) every generation is also written to ``{dump_dir}/{step}.jsonl``.
+    ``add_model_scores`` adds the reward model's ``rm_scores`` to a generated batch before the reward function.
     """
     n = int(rollout_config.val_kwargs.n)
     sample_inputs: list[str] = []
@@ -81,6 +89,8 @@ def run_validation(
         gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, actor_rollout_wg.world_size)
         output = unpad_dataproto(actor_rollout_wg.generate_sequences(gen_batch), pad_size)
         batch = batch.union(output)
+        if add_model_scores is not None:
+            batch = add_model_scores(batch)
 
         scores, extra = compute_reward(batch, val_reward_fn)
         sequence_scores = scores.sum(-1).tolist()

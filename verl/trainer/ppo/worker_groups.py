@@ -24,6 +24,7 @@ WORKER_GROUP_NAMES: dict[Role, tuple[str, str | None, str | None]] = {
     Role.Actor: ("actor", "actor_rollout_ref", "actor"),
     Role.Rollout: ("rollout", "actor_rollout_ref", "rollout"),
     Role.Critic: ("critic", "critic", None),
+    Role.RewardModel: ("rm", "reward_model", None),
 }
 
 
@@ -58,6 +59,7 @@ def build_worker_groups(
     for pool, class_dict in classes_per_pool.items():
         colocated_cls = create_colocated_worker_cls(class_dict=class_dict)
         kwargs = {"device_name": device_name} if device_name else {}
+        kwargs["ray_wait_register_center_timeout"] = config.trainer.ray_wait_register_center_timeout
         fused_group = ray_worker_group_cls(resource_pool=pool, ray_cls_with_init=colocated_cls, **kwargs)
         worker_groups.update(fused_group.spawn(prefix_set=class_dict.keys()))
     return worker_groups

@@ -49,11 +49,11 @@ def import_external_lib(module_name: str | None) -> None:
         importlib.import_module(module_name)
 
 
-def all_reduce_sum(values: list[float]) -> list[float]:
-    """Element-wise sum of ``values`` over all ranks (float64)."""
+def all_reduce_sum(values: list[float], group=None) -> list[float]:
+    """Element-wise sum of ``values`` over the ranks of ``group`` (all ranks when None), in float64."""
     tensor = torch.tensor(values, dtype=torch.float64)
     if dist.is_initialized() and dist.get_world_size() > 1:
         if dist.get_backend() == "nccl":
             tensor = tensor.cuda()
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     return tensor.cpu().tolist()

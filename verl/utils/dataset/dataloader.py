@@ -103,14 +103,20 @@ def _load_dataset_class(path: str, name: str) -> type:
 
 
 def create_rl_dataloader(
-    dataset, data_config: DataConfig | DictConfig | dict, batch_size: int, is_train: bool = True
+    dataset,
+    data_config: DataConfig | DictConfig | dict,
+    batch_size: int,
+    is_train: bool = True,
+    sampler: StatefulSampler | None = None,
+    collate_fn=collate_fn,
 ) -> StatefulDataLoader:
     """Training: shuffled by ``data.seed``, incomplete last batch dropped; validation: in order (shuffled with
-    ``data.validation_shuffle``), all kept."""
+    ``data.validation_shuffle``), all kept. A given ``sampler`` (a :class:`StatefulSampler`, so the position can be
+    saved) and ``collate_fn`` replace the defaults."""
     data_config = as_typed_config(data_config, DataConfig, "data")
-    if is_train:
+    if sampler is None and is_train:
         sampler = create_rl_sampler(data_config, dataset)
-    else:
+    elif sampler is None:
         sampler = StatefulSampler(len(dataset), shuffle=data_config.validation_shuffle, seed=data_config.seed)
     return StatefulDataLoader(
         dataset,

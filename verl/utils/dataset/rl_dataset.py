@@ -22,6 +22,7 @@ from verl.utils.config import as_typed_config
 from verl.utils.dataset.builtin import resolve_data_files
 from verl.utils.dataset.padding import left_pad, truncate_ids
 from verl.utils.dataset.row_reading import check_row, read_rows
+from verl.utils.fs import copy_to_local
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,9 @@ class RLHFDataset(Dataset):
         self.max_samples = -1 if max_samples is None else int(max_samples)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set one (e.g. pad_token = eos_token) before loading data")
-        self.data_files = resolve_data_files(_as_path_list(data_files))
+        self.data_files = [
+            copy_to_local(path, use_shm=self.config.use_shm) for path in resolve_data_files(_as_path_list(data_files))
+        ]
         self.rows = self._read_all()
         self.num_filtered = 0
         if self.config.filter_overlong_prompts:
@@ -105,11 +108,26 @@ class RLHFDataset(Dataset):
         return self.tokenizer(self.chat_text(messages), add_special_tokens=False)["input_ids"]
 
     def _prompt_lengths(self) -> list[int]:
-        """Token count of every prompt, image tokens included."""
+        """Token count of every row's templated prompt (image tokens included), in
+        ``data.filter_overlong_prompts_workers`` processes for text prompts."""
         if self.multimodal is not None:
             return [self.multimodal.prompt_length(row, row[self.config.prompt_key]) for row in self.rows]
-        texts = [self.chat_text(row[self.config.prompt_key]) for row in self.rows]
-        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        prompts = [row[self.config.prompt_key] for row in self.rows]
+        workers = min(self.config.filter_overlong_prompts_workers, max(1, len(prompts)))
+        if workers == 1:
+            return _lengths(self.tokenizer, self.config.apply_chat_template_kwargs, prompts)
+        import concurrent.futures
+        import multiprocessing
+
+        chunks = [prompts[i::workers] for i in range(workers)]
+        context = multiprocessing.get_context("spawn")  # fork would copy torch/Ray threads
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            kwargs = [self.config.apply_chat_template_kwargs] * workers
+            parts = list(pool.map(_lengths, [self.tokenizer] * workers, kwargs, chunks))
+        lengths = [0] * len(prompts)
+        for start, part in enumerate(parts):
+            lengths[start::workers] = part
+        return lengths
 
     def _drop_overlong_prompts(self) -> None:
         lengths = self._prompt_lengths()
@@ -152,6 +170,9 @@ class RLHFDataset(Dataset):
             interaction_kwargs=extra_info.get("interaction_kwargs") or {},
         )
         row["extra_info"] = extra_info
+        if self.config.return_raw_input_ids:
+            plain = messages if isinstance(messages, str) else "\n".join(str(m["content"]) for m in messages)
+            row["raw_input_ids"] = self.tokenizer(plain, add_special_tokens=False)["input_ids"]
         if self.config.return_raw_chat:
             row["raw_prompt"] = messages
         if self.config.return_full_prompt:
@@ -177,6 +198,15 @@ class RLHFDataset(Dataset):
             multi_modal_inputs=encoded.multi_modal_inputs,
             _text=encoded.text,
         )
+
+
+def _lengths(tokenizer, chat_template_kwargs: dict, prompts: list) -> list[int]:
+    """Token counts of chat prompts with the generation prompt appended (a process-pool task)."""
+    texts = [
+        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False, **chat_template_kwargs)
+        for m in prompts
+    ]
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
 def collate_fn(items: list[dict[str, Any]]) -> dict[str, torch.Tensor | np.ndarray]:

@@ -14,6 +14,7 @@ from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
 from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
 from verl.workers.engine.registry import get_engine_cls
 
@@ -39,6 +40,7 @@ class ActorRole:
             role="actor",
             use_torch_compile=actor_config.use_torch_compile,
             freeze_vision_tower=actor_config.freeze_vision_tower,
+            ulysses_sequence_parallel_size=actor_config.ulysses_sequence_parallel_size,
         ).initialize()
         mini = per_rank_mini_batch_size(actor_config, rollout_n, self.engine.dp_size, "actor_rollout_ref.actor")
         self.config = with_fields(actor_config, ppo_mini_batch_size=mini)
@@ -47,6 +49,7 @@ class ActorRole:
             self.engine.forward_module,
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, tokenizer, actor_config.checkpoint
@@ -68,14 +71,15 @@ class ActorRole:
         advances the LR schedule by one step."""
         self.engine.load_optimizer()
         start = time.perf_counter()
-        metrics = self.actor.update_policy(data)
+        with step_overrides(self.actor, data.meta_info):
+            metrics = self.actor.update_policy(data)
         elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
         if self.flops_counter is not None:
             seqlens = data.meta_info.get("global_token_num")
-            world = self.engine.dp_size
-            if seqlens is None:  # only this rank's share is known
-                seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), 1
+            world = self.engine.world_size
+            if seqlens is None:  # only this rank's share is known (computed by its sequence-parallel group)
+                seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), self.engine.ulysses.sp_size
             achieved, peak = self.flops_counter.estimate_flops(seqlens, elapsed)
             metrics["perf/mfu/actor"] = compute_mfu(achieved * int(self.config.ppo_epochs), peak, world)
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
@@ -101,10 +105,15 @@ class ReferenceRole:
             None,
             role="ref",
             use_torch_compile=ref_config.use_torch_compile,
+            ulysses_sequence_parallel_size=ref_config.ulysses_sequence_parallel_size,
         ).initialize()
         self.config = ref_config
         self.actor = DataParallelPPOActor(
-            ref_config, self.engine.forward_module, None, use_remove_padding=bool(model_config.use_remove_padding)
+            ref_config,
+            self.engine.forward_module,
+            None,
+            use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
         )
 
     def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:

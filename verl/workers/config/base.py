@@ -56,6 +56,12 @@ def choice_field(default: Any, choices: tuple[Any, ...]) -> Any:
     return field(default=default, metadata={"choices": tuple(choices)})
 
 
+def pinned_field(default: Any, supported: tuple[Any, ...], feature: str, issue: int) -> Any:
+    """A field whose other values belong to a feature being built elsewhere: any value outside ``supported`` fails
+    validation with "not supported yet: <feature> (issue N)"."""
+    return field(default=default, metadata={"pin": {"supported": tuple(supported), "feature": feature, "issue": issue}})
+
+
 def registry_field(default: Any, registry: str) -> Any:
     """A field naming an entry of a :class:`verl.utils.registry.Registry` (``"module:ATTRIBUTE"``, imported lazily);
     validation checks the value (each item of a list) against the registry, so the allowed set is whatever is

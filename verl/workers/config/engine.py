@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from verl.workers.config.base import BaseConfig, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field
 
 DTYPE_NAMES = ("fp32", "bf16", "fp16", "float32", "bfloat16", "float16")
 """Accepted spellings of parameter dtypes."""
+
+
+@dataclass
+class WrapPolicyConfig(BaseConfig):
+    """Which submodules FSDP2 shards as their own units (``fully_shard`` per unit, then the root)."""
+
+    transformer_layer_cls_to_wrap: list[str] | None = None
+    """Class names of the units; null uses the model's ``_no_split_modules`` (its decoder layers)."""
+
+    min_num_params: int = bounded_field(0, ge=0)
+    """Also shard, as its own unit, every other submodule with at least this many parameters; 0 adds none."""
 
 
 @dataclass
@@ -24,20 +34,26 @@ class MixedPrecisionConfig(BaseConfig):
 
 
 @dataclass
-class FSDPEngineConfig(BaseConfig):
-    """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
-
-    wrap_policy: dict[str, Any] = field(default_factory=lambda: {"min_num_params": 0})
-    """Which modules are sharded as units; ``min_num_params: 0`` shards each decoder layer."""
+class EngineOffloadConfig(BaseConfig):
+    """Where a training engine keeps its state between uses: the keys both engines (FSDP2, Megatron) share."""
 
     param_offload: bool = False
-    """Keep parameters in host memory between uses."""
+    """Keep the model's parameters in host memory between uses (moved to the device for each compute call)."""
 
     optimizer_offload: bool = False
     """Keep optimizer state in host memory between updates."""
 
+
+@dataclass
+class FSDPEngineConfig(EngineOffloadConfig):
+    """How a model is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) and where its state lives."""
+
+    wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
+    """Which modules are sharded as units (each decoder layer by default)."""
+
     offload_policy: bool = False
-    """Use FSDP2's ``CPUOffloadPolicy`` (parameters, gradients and optimizer step on the CPU)."""
+    """Use FSDP2's ``CPUOffloadPolicy`` (parameters, gradients and optimizer step on the CPU; GPU only, where
+    ``param_offload`` selects it too)."""
 
     reshard_after_forward: bool = True
     """Free gathered parameters after the forward pass (gather again for backward)."""
@@ -46,7 +62,8 @@ class FSDPEngineConfig(BaseConfig):
     """Ranks per sharding group; -1 shards over all ranks of the role."""
 
     forward_prefetch: bool = False
-    """Prefetch the next unit's parameters during the forward pass."""
+    """While a unit computes its forward pass, all-gather the next unit's parameters
+    (``set_modules_to_forward_prefetch``)."""
 
     model_dtype: str = choice_field("fp32", DTYPE_NAMES)
     """Dtype the parameters are loaded and kept in."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, choice_field
+from verl.workers.config.base import BaseConfig, pinned_field
 
 DEFAULT_MODEL_PATH = "default"
 """Sentinel for ``model.path``: the embedded SmolLM2-135M-Instruct (``verl.utils.default_model``)."""
@@ -25,14 +25,11 @@ def resolve_model_path(path: str) -> str:
 
 
 @dataclass
-class HFModelConfig(BaseConfig):
-    """A Hugging Face causal language model and the options used when loading it."""
+class ModelSourceConfig(BaseConfig):
+    """Which Hugging Face model to load and how to run it (shared by the policy, critic and reward models)."""
 
     path: str = DEFAULT_MODEL_PATH
     """Hugging Face model folder or hub id; ``default`` means the embedded SmolLM2-135M-Instruct."""
-
-    tokenizer_path: str | None = None
-    """Tokenizer folder when it differs from ``path``; null uses the model's own tokenizer."""
 
     external_lib: str | None = None
     """Python module imported before loading, for models that register custom Hugging Face classes."""
@@ -43,6 +40,31 @@ class HFModelConfig(BaseConfig):
     trust_remote_code: bool = False
     """Allow code shipped with the model (``trust_remote_code`` of transformers)."""
 
+    use_remove_padding: bool = False
+    """Run the model on packed (unpadded) tokens instead of the padded batch."""
+
+    use_shm: bool = False
+    """Load the model from a copy in shared memory (``/dev/shm/verl-cache``), made once per machine."""
+
+    use_fused_kernels: bool = pinned_field(False, (False,), "fused log-prob/entropy kernels", 15)
+    """Fused log-prob/entropy kernels; not available yet (issue 15)."""
+
+    @property
+    def local_path(self) -> str:
+        """Loadable local path of the model: the embedded default converted on first access, an ``hdfs://`` path
+        copied to the local cache, and with ``use_shm`` the copy in ``/dev/shm``."""
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.path), use_shm=self.use_shm)
+
+
+@dataclass
+class HFModelConfig(ModelSourceConfig):
+    """A Hugging Face causal language model and the options used when loading it."""
+
+    tokenizer_path: str | None = None
+    """Tokenizer folder when it differs from ``path``; null uses the model's own tokenizer."""
+
     custom_chat_template: str | None = None
     """Jinja chat template that replaces the tokenizer's own; null keeps the tokenizer's template."""
 
@@ -50,10 +72,8 @@ class HFModelConfig(BaseConfig):
     """Recompute activations in the backward pass to save memory (training roles only)."""
 
     enable_activation_offload: bool = False
-    """Offload saved activations to host memory during the forward pass (training roles only)."""
-
-    use_remove_padding: bool = False
-    """Run the model on packed (unpadded) tokens instead of the padded batch."""
+    """Keep the activations saved for backward in host memory (``torch.autograd.graph.save_on_cpu``; training
+    roles only)."""
 
     lora_rank: int = 0
     """LoRA rank; 0 trains all weights, a positive value trains LoRA adapters only."""
@@ -67,21 +87,14 @@ class HFModelConfig(BaseConfig):
     exclude_modules: str | None = None
     """Regular expression of module names that never get LoRA adapters."""
 
-    use_shm: bool = False
-    """Copy the model into shared memory before loading (``/dev/shm``); not available in this build."""
-
-    use_liger: bool = choice_field(False, (False,))
-    """Liger kernels for the model; not available in this build (must stay false)."""
-
-    use_fused_kernels: bool = choice_field(False, (False,))
-    """Fused log-prob/entropy kernels; not available in this build (must stay false)."""
-
-    @property
-    def local_path(self) -> str:
-        """Loadable local path of the model (the embedded default is converted on first access)."""
-        return resolve_model_path(self.path)
+    use_liger: bool = pinned_field(False, (False,), "Liger kernels", 15)
+    """Liger kernels for the model; not available yet (issue 15)."""
 
     @property
     def local_tokenizer_path(self) -> str:
         """Loadable local path of the tokenizer (``tokenizer_path`` or else the model's path)."""
-        return resolve_model_path(self.tokenizer_path) if self.tokenizer_path else self.local_path
+        if not self.tokenizer_path:
+            return self.local_path
+        from verl.utils.fs import copy_to_local
+
+        return copy_to_local(resolve_model_path(self.tokenizer_path), use_shm=self.use_shm)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field, registry_field
 from verl.workers.config.engine import FSDPEngineConfig
+from verl.workers.config.megatron import McoreEngineConfig
 from verl.workers.config.optimizer import OptimConfig
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -36,10 +37,17 @@ class EngineRoleConfig(BaseConfig):
     """Fields of every role that runs a model in the training engine."""
 
     strategy: str = registry_field("fsdp", "verl.workers.engine.registry:ENGINE_REGISTRY")
-    """Registered training engine (``verl.workers.engine.registry``); ``fsdp`` and ``fsdp2`` both mean FSDP2 here."""
+    """Registered training engine (``verl.workers.engine.registry``): ``fsdp``/``fsdp2`` run FSDP2 (reads
+    ``fsdp_config``), ``megatron`` runs megatron-core (reads ``megatron``)."""
 
-    ulysses_sequence_parallel_size: int = choice_field(1, (1,))
-    """Ulysses sequence-parallel degree; only 1 (no sequence parallelism) is available in this build."""
+    ulysses_sequence_parallel_size: int = bounded_field(1, gt=0)
+    """Ulysses sequence-parallel degree: each packed micro-batch is split over this many ranks along the sequence
+    (all-to-all around attention). Must divide the world size and the model's attention heads, and divide its KV
+    heads or be a multiple of them; needs ``use_remove_padding``. Token budgets (``*_max_token_len_per_gpu``)
+    are per GPU, so a micro-batch holds up to budget * this many tokens."""
+
+    megatron: McoreEngineConfig = field(default_factory=McoreEngineConfig)
+    """Tensor/pipeline parallel layout and offload of this role's model when ``strategy`` is ``megatron``."""
 
 
 @dataclass
@@ -62,6 +70,10 @@ class ForwardConfig(FSDPHolderConfig, EngineRoleConfig):
 
     entropy_checkpointing: bool = False
     """Recompute the entropy in the backward pass instead of keeping its activations."""
+
+    calculate_sum_pi_squared: bool = False
+    """With the old log-probs also compute ``sum_pi_squared (bs, R)``, ``sum_v pi(v | s_t)^2`` of the policy at each
+    response token (one more forward pass); the ``optimal_token_baseline`` estimator needs it."""
 
 
 @dataclass

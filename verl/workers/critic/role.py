@@ -13,7 +13,11 @@ class CriticRole:
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
         self.engine = get_engine_cls(critic_config.strategy)(
-            model_config, model_config.fsdp_config, critic_config.optim, role="critic"
+            model_config,
+            model_config.fsdp_config,
+            critic_config.optim,
+            role="critic",
+            ulysses_sequence_parallel_size=critic_config.ulysses_sequence_parallel_size,
         ).initialize()
         mini = per_rank_mini_batch_size(critic_config, critic_config.rollout_n, self.engine.dp_size, "critic")
         self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
@@ -22,6 +26,7 @@ class CriticRole:
             self.engine.forward_module,
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
+            ulysses=self.engine.ulysses,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module,

@@ -1,5 +1,8 @@
 """Micro-batch plans shared by the actor and the critic: fixed-size splits or token-budget (dynamic) splits,
-global token/sequence counts over data-parallel ranks, and putting outputs back in the original order."""
+global token/sequence counts over data-parallel ranks, and putting outputs back in the original order.
+
+``group`` is the data-parallel process group: ``None`` (every rank) unless sequence parallelism makes groups of
+ranks hold the same rows, which must then be counted once (``UlyssesMesh.dp_group``)."""
 
 from __future__ import annotations
 
@@ -15,15 +18,21 @@ def dp_world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def all_reduce_sum(value: float | int | torch.Tensor) -> float:
-    """Sum of a scalar over all ranks (the value itself without torch.distributed)."""
+def all_reduce_sum(value: float | int | torch.Tensor, group=None) -> float:
+    """Sum of a scalar over the ranks of ``group`` (the value itself without torch.distributed)."""
     tensor = torch.as_tensor(value, dtype=torch.float64).reshape(1).clone()
     if dp_world_size() > 1:
         from verl.utils.device import current_device
 
         tensor = tensor.to(current_device())
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     return float(tensor.item())
+
+
+def token_budget(max_token_len_per_gpu: int | None, sp_size: int = 1) -> int | None:
+    """Valid tokens of one micro-batch: the per-GPU budget (``*_max_token_len_per_gpu``) times the
+    sequence-parallel size, since a GPU holds ``1 / sp`` of a sequence-parallel micro-batch (verl's convention)."""
+    return max_token_len_per_gpu * sp_size if max_token_len_per_gpu else max_token_len_per_gpu
 
 
 @dataclass
@@ -53,8 +62,8 @@ def plan_micro_batches(batch, micro_batch_size: int | None, use_dynamic_bsz: boo
     return MicroBatchPlan(list(batch.split(micro_batch_size)))
 
 
-def global_counts(response_mask: torch.Tensor) -> tuple[float, float]:
-    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over all data-parallel ranks."""
+def global_counts(response_mask: torch.Tensor, group=None) -> tuple[float, float]:
+    """``(tokens, non-empty sequences)`` of ``response_mask (bs, R)`` summed over the data-parallel ``group``."""
     tokens = response_mask.sum()
     seqs = (response_mask.sum(dim=-1) > 0).sum()
     both = torch.stack([tokens.double(), seqs.double()])
@@ -62,5 +71,5 @@ def global_counts(response_mask: torch.Tensor) -> tuple[float, float]:
         from verl.utils.device import current_device
 
         both = both.to(current_device())
-        dist.all_reduce(both)
+        dist.all_reduce(both, group=group)
     return float(both[0]), float(both[1])

@@ -10,7 +10,6 @@ from verl.utils.registry import Registry
 ENGINE_REGISTRY: Registry[type] = Registry(
     "training engine", "actor_rollout_ref.actor.strategy", package="verl.workers.engine", decorator="register_engine"
 )
-ENGINE_REGISTRY.pin("megatron", "the Megatron training engine", issue=16)
 
 
 def register_engine(name: str) -> Callable[[type], type]:

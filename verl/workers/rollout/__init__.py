@@ -1,4 +1,4 @@
-"""Rollout backends (``hf``, ``vllm``) behind one interface, chosen by ``actor_rollout_ref.rollout.name``.
+"""Rollout backends (``hf``, ``vllm``, ``sglang``) behind one interface, picked by ``rollout.name``.
 
 Everything but the registry is imported on first use: config validation reads the registry without torch.
 """
@@ -10,6 +10,7 @@ _LAZY = {
     "build_rollout": "verl.workers.rollout.builder",
     "HFRollout": "verl.workers.rollout.hf_rollout",
     "vLLMRollout": "verl.workers.rollout.vllm_rollout",  # importing vLLM takes seconds
+    "SGLangRollout": "verl.workers.rollout.sglang_rollout",  # SGLang itself is imported when one is built
 }
 
 __all__ = ["ROLLOUT_REGISTRY", "get_rollout_class", "register_rollout", *_LAZY]

@@ -26,8 +26,9 @@ class BaseRollout(ABC):
 
         Returns ``bs * n`` rows, prompt i's samples contiguous: ``prompts (bs*n, P)``, ``responses (bs*n, R)``
         right-padded with the pad id, ``input_ids``/``attention_mask``/``position_ids (bs*n, P+R)``,
-        ``response_mask (bs*n, R)`` (1 up to and including the first EOS) and ``rollout_log_probs (bs*n, R)``
-        (log-prob of each sampled token under the engine's processed distribution; 0 on padding).
+        ``response_mask (bs*n, R)`` (1 up to and including the first EOS) and, when ``calculate_log_probs`` is set
+        (engines may return them anyway), ``rollout_log_probs (bs*n, R)`` (log-prob of each sampled token under
+        the engine's processed distribution; 0 on padding).
         """
 
     @abstractmethod

@@ -73,12 +73,29 @@ def right_pad(rows: list[list[float]] | list[list[int]], length: int, value: flo
     return out
 
 
+def pad_responses(
+    token_rows: list[list[int]], log_prob_rows: list[list[float]] | None, response_length: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """An engine's per-row response tokens (and their log-probs, if it returned them) as right-padded tensors:
+    ``responses (rows, R)`` padded with ``pad_id``, ``response_mask (rows, R)`` and ``rollout_log_probs (rows, R)``
+    (0 on padding; None when ``log_prob_rows`` is None)."""
+    responses = right_pad(token_rows, response_length, pad_id, torch.long)
+    response_mask = right_pad([[1] * len(row) for row in token_rows], response_length, 0, torch.long)
+    log_probs = None if log_prob_rows is None else right_pad(log_prob_rows, response_length, 0.0, torch.float32)
+    return responses, response_mask, log_probs
+
+
 def assemble_output(
-    prompts: DataProto, n: int, responses: torch.Tensor, response_mask: torch.Tensor, rollout_log_probs: torch.Tensor
+    prompts: DataProto,
+    n: int,
+    responses: torch.Tensor,
+    response_mask: torch.Tensor,
+    rollout_log_probs: torch.Tensor | None,
 ) -> DataProto:
     """Build the rollout batch from ``bs`` prompts and ``bs * n`` responses (prompt i's samples at rows i*n..i*n+n-1).
 
-    Shapes: ``responses``, ``response_mask``, ``rollout_log_probs``: ``(bs*n, R)``. Output ``prompts (bs*n, P)``,
+    Shapes: ``responses``, ``response_mask``, ``rollout_log_probs``: ``(bs*n, R)`` (``rollout_log_probs`` is left
+    out of the batch when None: the engine was not asked for log-probs). Output ``prompts (bs*n, P)``,
     ``input_ids = [prompts, responses]``, ``attention_mask = [prompt mask, response_mask]`` and
     ``position_ids = [prompt positions, last prompt position + 1..R]``, all ``(bs*n, P+R)``; M-RoPE position ids
     ``(bs*n, 3, P)`` continue the same way in each of their three rows, giving ``(bs*n, 3, P+R)``. Other tensors and
@@ -108,8 +125,9 @@ def assemble_output(
         attention_mask=torch.cat([prompt_mask, response_mask], dim=-1),
         position_ids=torch.cat([prompt_positions, response_positions], dim=-1),
         response_mask=response_mask,
-        rollout_log_probs=rollout_log_probs.to(device=device, dtype=torch.float32),
     )
+    if rollout_log_probs is not None:
+        tensors["rollout_log_probs"] = rollout_log_probs.to(device=device, dtype=torch.float32)
     return DataProto.from_dict(
         tensors=tensors, non_tensors=dict(repeated.non_tensor_batch), meta_info=dict(prompts.meta_info)
     )

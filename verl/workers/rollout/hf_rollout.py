@@ -200,7 +200,7 @@ class HFRollout(BaseRollout):
             position_ids = torch.clip(prompt_mask.long().cumsum(dim=-1) - 1, min=0)
         positions = position_ids
         eos_ids = torch.tensor(settings.eos_token_ids, device=device)
-        stop_at_eos = not getattr(self.config, "ignore_eos", False)
+        stop_at_eos = not self.config.ignore_eos
 
         responses = torch.full((batch_size, response_length), settings.pad_token_id, dtype=torch.long, device=device)
         log_probs = torch.zeros(batch_size, response_length, dtype=torch.float32, device=device)

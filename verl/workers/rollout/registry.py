@@ -1,6 +1,7 @@
-"""Rollout backends by name: the only way the workers pick ``hf`` or ``vllm``.
+"""Rollout backends by name: the only way the workers pick ``hf``, ``vllm`` or ``sglang``.
 
-Built-in backends register on first lookup (importing vLLM takes seconds, so it is never imported eagerly).
+Built-in backends register on first lookup (importing vLLM or SGLang takes seconds, so neither is imported
+eagerly); config validation reads the names from the source without importing any engine.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from verl.utils.registry import Registry
 ROLLOUT_REGISTRY: Registry[type] = Registry(
     "rollout", "actor_rollout_ref.rollout.name", package="verl.workers.rollout", decorator="register_rollout"
 )
-ROLLOUT_REGISTRY.pin("sglang", "the SGLang rollout", issue=14)
 
 
 def register_rollout(name: str) -> Callable[[type], type]:

@@ -4,7 +4,13 @@ from verl.workers.sharding_manager.base import BaseShardingManager
 from verl.workers.sharding_manager.hf import HFShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
-__all__ = ["BaseShardingManager", "HFShardingManager", "FSDPVLLMShardingManager", "memory_metrics"]
+__all__ = [
+    "BaseShardingManager",
+    "HFShardingManager",
+    "FSDPVLLMShardingManager",
+    "FSDPSGLangShardingManager",
+    "memory_metrics",
+]
 
 
 def __getattr__(name: str):
@@ -12,4 +18,8 @@ def __getattr__(name: str):
         from verl.workers.sharding_manager.fsdp_vllm import FSDPVLLMShardingManager
 
         return FSDPVLLMShardingManager
+    if name == "FSDPSGLangShardingManager":
+        from verl.workers.sharding_manager.fsdp_sglang import FSDPSGLangShardingManager
+
+        return FSDPSGLangShardingManager
     raise AttributeError(name)

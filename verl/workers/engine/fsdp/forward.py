@@ -2,10 +2,13 @@
 
 All outputs are aligned with the padded input: ``out[b, t]`` belongs to position ``t``; for log-probs it is
 ``log p(input_ids[b, t + 1] | input_ids[b, :t + 1])`` so the response slice is ``out[:, -R - 1 : -1]``.
-Padding positions are 0.
+Padding positions are 0. With a ``UlyssesMesh`` of ``sp_size > 1`` the packed tokens are split over the
+sequence-parallel group and the outputs gathered back (``ulysses.forward_packed``); remove-padding is required.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -13,6 +16,7 @@ from torch import nn
 from verl.models.transformers.qwen2_vl import packed_model_position_ids, padded_model_position_ids
 from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 from verl.workers.engine.fsdp.packing import PackedBatch, pack
+from verl.workers.engine.fsdp.ulysses import PerTokenHeads, UlyssesMesh, forward_packed
 
 
 def _model_kwargs(multi_modal_inputs: dict | None = None) -> dict:
@@ -26,6 +30,32 @@ def _packed_positions(packed: PackedBatch) -> torch.Tensor:
     return packed.position_ids
 
 
+def _run_packed(
+    module: nn.Module,
+    packed: PackedBatch,
+    heads: PerTokenHeads,
+    ulysses: UlyssesMesh | None,
+    multi_modal_inputs: dict | None = None,
+) -> list[torch.Tensor]:
+    """``heads`` applied to the model outputs of the whole pack: ``[per-token (T,), ...]``."""
+    if ulysses is not None and ulysses.enabled:
+        if multi_modal_inputs or packed.position_ids.dim() != 2:
+            raise ValueError("Ulysses sequence parallelism takes text-only batches with (bs, S) position_ids")
+        return forward_packed(module, packed, ulysses, heads)
+    outputs = module(
+        input_ids=packed.input_ids, position_ids=_packed_positions(packed), **_model_kwargs(multi_modal_inputs)
+    ).logits
+    return heads(outputs[0], packed.next_token_labels())
+
+
+def _require_packing(ulysses: UlyssesMesh | None) -> None:
+    if ulysses is not None and ulysses.enabled:
+        raise ValueError(
+            "ulysses_sequence_parallel_size > 1 needs remove-padding: set model.use_remove_padding=True "
+            "(actor_rollout_ref.model.use_remove_padding / critic.model.use_remove_padding / use_remove_padding)"
+        )
+
+
 def forward_log_probs(
     module: nn.Module,
     input_ids: torch.Tensor,
@@ -34,23 +64,30 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
+    entropy_fn: Callable[[torch.Tensor], torch.Tensor] = entropy_from_logits,
     multi_modal_inputs: dict | None = None,
+    ulysses: UlyssesMesh | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
 
-    ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in
-    row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``."""
+    ``entropy_fn`` maps logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the second slot: the
+    entropy by default (chunked or recomputed in backward per the actor config), or another statistic such as
+    ``sum_v pi_v^2``. ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows,
+    concatenated in row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
-        logits = module(
-            input_ids=packed.input_ids, position_ids=_packed_positions(packed), **_model_kwargs(multi_modal_inputs)
-        ).logits
-        logits = logits[0].float() / temperature  # (T, V)
-        log_probs = packed.unpack(logprobs_from_logits(logits, packed.next_token_labels()))
-        entropy = packed.unpack(entropy_from_logits(logits)) if calculate_entropy else None
-        return log_probs, entropy
+
+        def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+            logits = logits.float() / temperature  # (T, V)
+            log_probs = [logprobs_from_logits(logits, labels)]
+            return log_probs + [entropy_fn(logits)] if calculate_entropy else log_probs
+
+        outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
+        entropy = packed.unpack(outputs[1]) if calculate_entropy else None
+        return packed.unpack(outputs[0]), entropy
+    _require_packing(ulysses)
     logits = module(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -61,7 +98,7 @@ def forward_log_probs(
     labels = torch.roll(input_ids, shifts=-1, dims=1)
     valid = attention_mask.bool()  # where(), not *: fully masked rows may hold NaN
     log_probs = torch.where(valid, logprobs_from_logits(logits, labels), 0.0)
-    entropy = torch.where(valid, entropy_from_logits(logits), 0.0) if calculate_entropy else None
+    entropy = torch.where(valid, entropy_fn(logits), 0.0) if calculate_entropy else None
     return log_probs, entropy
 
 
@@ -71,12 +108,14 @@ def forward_values(
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor,
     use_remove_padding: bool = True,
+    ulysses: UlyssesMesh | None = None,
 ) -> torch.Tensor:
     """Scalar ``values (bs, S)`` from a value model whose output ``logits`` are ``(..., 1)``."""
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
-        values = module(input_ids=packed.input_ids, position_ids=packed.position_ids, **_model_kwargs()).logits
-        return packed.unpack(values[0, :, 0].float())
+        values = _run_packed(module, packed, lambda scores, _labels: [scores[:, 0].float()], ulysses)
+        return packed.unpack(values[0])
+    _require_packing(ulysses)
     values = module(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **_model_kwargs()
     ).logits

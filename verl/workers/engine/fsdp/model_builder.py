@@ -18,7 +18,8 @@ from verl.workers.config import HFModelConfig
 
 def pick_attn_implementation() -> str:
     """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
-    if is_cuda_available() and importlib.util.find_spec("flash_attn") is not None:
+    # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
+    if is_cuda_available() and importlib.util.find_spec("flash_attn_2_cuda") is not None:
         return "flash_attention_2"
     return "sdpa"
 
@@ -52,7 +53,8 @@ def vision_tower(module: nn.Module) -> nn.Module | None:
 
 
 def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> nn.Module:
-    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values).
+    """Load the pretrained weights for ``role`` (``"actor"``/``"ref"`` → causal LM, ``"critic"`` → values,
+    ``"reward"`` → a frozen reward model, see :func:`verl.workers.reward_model.loading.build_reward_module`).
 
     A vision-language model loads with ``AutoModelForImageTextToText`` (its vision tower included). The critic
     is ``AutoModelForTokenClassification`` with ``num_labels=1``: the LM backbone plus a freshly initialised
@@ -64,6 +66,12 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
     hf_config = load_hf_config(model_config)
     attn = model_config.override_config.get("attn_implementation") or pick_attn_implementation()
     common = dict(dtype=dtype, trust_remote_code=model_config.trust_remote_code, attn_implementation=attn)
+    if role == "reward":  # frozen scorer: no checkpointing, LoRA or gradients
+        from verl.workers.reward_model.loading import build_reward_module
+
+        module = build_reward_module(path, hf_config, common)
+        module.config.use_cache = False
+        return module
     if role == "critic" and is_vision_language(hf_config):
         raise ValueError(
             f"{path} is a vision-language model: a critic (value model) for it is not supported; use a "
@@ -77,12 +85,16 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
         model_class = AutoModelForImageTextToText if is_vision_language(hf_config) else AutoModelForCausalLM
         module = model_class.from_pretrained(path, config=hf_config, **common)
     else:
-        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref']")
+        raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref', 'reward']")
     module.config.use_cache = False
     if model_config.enable_gradient_checkpointing and role != "ref":
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if model_config.lora_rank > 0 and role != "ref":
         module = apply_lora(module, model_config)
+    if model_config.enable_activation_offload and role != "ref":
+        from verl.workers.engine.fsdp.activation_offload import enable_activation_offload
+
+        enable_activation_offload(module)
     if role == "ref":
         module.requires_grad_(False)
     return module

@@ -7,13 +7,15 @@ gradients are reduce-scattered in fp32. On CPU everything stays fp32. Parameter 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from verl.utils.device import get_device_name, is_cuda_available
-from verl.workers.config.engine import MixedPrecisionConfig
+from verl.workers.config.engine import FSDPEngineConfig, MixedPrecisionConfig, WrapPolicyConfig
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 DTYPES |= {"fp32": torch.float32, "float32": torch.float32}
@@ -47,34 +49,69 @@ def mixed_precision_policy(config: MixedPrecisionConfig | None) -> MixedPrecisio
     )
 
 
-def decoder_layer_classes(module: nn.Module) -> tuple[type, ...]:
-    """Classes named in the HF model's ``_no_split_modules`` (the transformer blocks), found in ``module``."""
-    names: set[str] = set()
-    for sub in module.modules():
-        names.update(getattr(sub, "_no_split_modules", None) or [])
-    classes = {type(sub) for sub in module.modules() if type(sub).__name__ in names}
+def decoder_layer_classes(module: nn.Module, names: list[str] | None = None) -> tuple[type, ...]:
+    """Classes of ``module``'s submodules named in ``names`` (default: the HF model's ``_no_split_modules``, its
+    transformer blocks)."""
+    if names is None:
+        names = sorted({name for sub in module.modules() for name in (getattr(sub, "_no_split_modules", None) or [])})
+    classes = {type(sub) for sub in module.modules() if type(sub).__name__ in set(names)}
     if not classes:
-        raise ValueError(f"no decoder layer found in {type(module).__name__} (looked for {sorted(names)})")
+        raise ValueError(
+            f"no submodule of {type(module).__name__} has a class in {names}; set "
+            "fsdp_config.wrap_policy.transformer_layer_cls_to_wrap to the model's decoder layer class"
+        )
     return tuple(classes)
 
 
+def sharding_units(module: nn.Module, wrap_policy: WrapPolicyConfig) -> list[nn.Module]:
+    """Submodules sharded as their own FSDP2 units, in module order: every layer of the wrap policy's classes, plus
+    (``min_num_params > 0``) each innermost other submodule outside those layers holding at least that many
+    parameters no unit holds yet. Units are disjoint; a module sharing a parameter with a module outside it
+    (``embed_tokens`` tied to ``lm_head``) stays with the root."""
+    layer_classes = decoder_layer_classes(module, wrap_policy.transformer_layer_cls_to_wrap)
+    layers = [sub for sub in module.modules() if isinstance(sub, layer_classes)]
+    claimed = {id(p) for layer in layers for p in layer.parameters()}
+    uses = Counter(id(p) for _, p in module.named_parameters(remove_duplicate=False))
+    extra: list[nn.Module] = []
+
+    def visit(sub: nn.Module) -> None:
+        if isinstance(sub, layer_classes):
+            return
+        for child in sub.children():
+            visit(child)
+        if sub is module or wrap_policy.min_num_params <= 0:
+            return
+        params = {id(p): p.numel() for p in sub.parameters()}
+        inner_uses = Counter(id(p) for _, p in sub.named_parameters(remove_duplicate=False))
+        tied_outside = any(inner_uses[pid] < uses[pid] for pid in params)
+        free = sum(n for pid, n in params.items() if pid not in claimed)
+        if free >= wrap_policy.min_num_params and not tied_outside and not claimed & params.keys():
+            extra.append(sub)
+            claimed.update(params)
+
+    visit(module)
+    chosen = {id(unit) for unit in layers + extra}
+    return [sub for sub in module.modules() if id(sub) in chosen]
+
+
 def apply_fsdp2(
-    module: nn.Module,
-    mesh: DeviceMesh,
-    mp_policy: MixedPrecisionPolicy | None,
-    param_offload: bool,
-    reshard_after_forward: bool = True,
+    module: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy | None, config: FSDPEngineConfig
 ) -> nn.Module:
-    """``fully_shard`` every decoder layer, then the whole module. Returns the (same, now FSDP) module."""
-    kwargs: dict = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    """``fully_shard`` every unit of ``config.wrap_policy``, then the whole module (CPU offload with
+    ``offload_policy``/``param_offload`` on GPU, forward prefetch of the next unit with ``forward_prefetch``).
+    Returns the (same, now FSDP) module."""
+    kwargs: dict = {"mesh": mesh, "reshard_after_forward": config.reshard_after_forward}
     if mp_policy is not None:
         kwargs["mp_policy"] = mp_policy
-    kwargs["offload_policy"] = CPUOffloadPolicy() if (param_offload and is_cuda_available()) else OffloadPolicy()
-    layer_classes = decoder_layer_classes(module)
-    for sub in list(module.modules()):
-        if isinstance(sub, layer_classes):
-            fully_shard(sub, **kwargs)
+    cpu_offload = (config.param_offload or config.offload_policy) and is_cuda_available()
+    kwargs["offload_policy"] = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    units = sharding_units(module, config.wrap_policy)
+    for unit in units:
+        fully_shard(unit, **kwargs)
     fully_shard(module, **kwargs)
+    if config.forward_prefetch:
+        for unit, following in zip(units, units[1:]):
+            unit.set_modules_to_forward_prefetch([following])
     return module
 
 

@@ -17,8 +17,11 @@ PEFT_PREFIX = "base_model.model."
 LORA_BASE_INFIX = ".base_layer"
 
 
-def _full(tensor: torch.Tensor) -> torch.Tensor:
-    """Unsharded copy of ``tensor`` (a collective for a DTensor; a detach otherwise)."""
+def _full(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Unsharded copy of ``tensor`` (a collective for a DTensor; a detach otherwise), cast to ``dtype`` first when
+    given (a floating-point shard is cast before the gather, so a bf16 target moves half the bytes of fp32)."""
+    if dtype is not None and tensor.is_floating_point():
+        tensor = tensor.detach().to(dtype)
     if isinstance(tensor, DTensor):
         return tensor.full_tensor()
     return tensor.detach()
@@ -59,10 +62,10 @@ def iter_full_state_dict(
     ``dtype``/``device`` optionally cast and move each yielded tensor (e.g. bf16 on the rollout's GPU).
     """
     state = module.state_dict()
-    if is_peft_model(module):
+    if is_peft_model(module):  # the merge runs in float32 and casts afterwards
         yield from iter_merged_lora(state, lora_scaling(module), bucket_bytes, dtype, device)
         return
-    yield from _iter_buckets(((name, _full(t)) for name, t in state.items()), bucket_bytes, dtype, device)
+    yield from _iter_buckets(((name, _full(t, dtype)) for name, t in state.items()), bucket_bytes, dtype, device)
 
 
 def _iter_buckets(pairs, bucket_bytes: int, dtype, device) -> Iterator[tuple[str, torch.Tensor]]:

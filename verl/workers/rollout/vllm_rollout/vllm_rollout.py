@@ -15,7 +15,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
+from verl.workers.rollout.batch import assemble_output, check_prompts, pad_responses
 from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
@@ -33,6 +33,10 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
     def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
         super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine must live in this process
+        # vLLM 0.26's V2 model runner (its default for Llama) hit an illegal memory access in its UVA staged
+        # writes at start-up when run in-process under the external launcher on an H100 (2026-11-26); the V1
+        # runner is the one this hybrid engine is tested with. VLLM_USE_V2_MODEL_RUNNER=1 opts back in.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         from transformers import AutoConfig
         from vllm import LLM
 
@@ -57,6 +61,8 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         engine, self.inference_engine = self.inference_engine, None
         if engine is None:
             return
+        if self.sleep_enabled and engine.llm_engine.is_sleeping():
+            engine.wake_up()  # freeing a slept engine's unmapped blocks fails in vLLM's cumem allocator
         engine.llm_engine.engine_core.shutdown()
         del engine
         gc.collect()
@@ -74,10 +80,11 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         )
 
     def sampling_params(self, settings: SamplingSettings):
-        """``vllm.SamplingParams`` for one batch; ``logprobs=0`` returns the sampled token's log-prob."""
+        """``vllm.SamplingParams`` for one batch; with ``calculate_log_probs``, ``logprobs=0`` returns the sampled
+        token's log-prob (and nothing when off: vLLM then skips building per-token log-prob objects)."""
         from vllm import SamplingParams
 
-        ignore_eos = bool(getattr(self.config, "ignore_eos", False))
+        ignore_eos = bool(self.config.ignore_eos)
         return SamplingParams(
             n=settings.n,
             temperature=settings.temperature,
@@ -86,7 +93,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
             max_tokens=settings.response_length,
             stop_token_ids=[] if ignore_eos else list(settings.eos_token_ids),  # ignore_eos ignores these too
             ignore_eos=ignore_eos,
-            logprobs=0,
+            logprobs=0 if self.config.calculate_log_probs else None,
             detokenize=False,
         )
 
@@ -102,17 +109,16 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
             sampling_params=self.sampling_params(settings),
             use_tqdm=False,
         )
+        with_log_probs = bool(self.config.calculate_log_probs)
         token_rows: list[list[int]] = []
-        log_prob_rows: list[list[float]] = []
+        log_prob_rows: list[list[float]] | None = [] if with_log_probs else None
         for request in outputs:  # vLLM returns requests in input order; completions of one request are contiguous
             if len(request.outputs) != settings.n:
                 raise RuntimeError(f"vLLM returned {len(request.outputs)} completions, expected n={settings.n}")
             for completion in sorted(request.outputs, key=lambda c: c.index):
                 tokens = list(completion.token_ids)
                 token_rows.append(tokens)
-                log_prob_rows.append([step[token].logprob for step, token in zip(completion.logprobs, tokens)])
-        response_length = settings.response_length
-        responses = right_pad(token_rows, response_length, pad_id, torch.long)
-        response_mask = right_pad([[1] * len(row) for row in token_rows], response_length, 0, torch.long)
-        rollout_log_probs = right_pad(log_prob_rows, response_length, 0.0, torch.float32)
-        return assemble_output(prompts, settings.n, responses, response_mask, rollout_log_probs)
+                if log_prob_rows is not None:
+                    log_prob_rows.append([step[token].logprob for step, token in zip(completion.logprobs, tokens)])
+        responses, response_mask, log_probs = pad_responses(token_rows, log_prob_rows, settings.response_length, pad_id)
+        return assemble_output(prompts, settings.n, responses, response_mask, log_probs)

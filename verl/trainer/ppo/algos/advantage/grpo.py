@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -10,7 +12,6 @@ from ..registry import AdvantageEstimator, register_adv_est
 
 
 @register_adv_est(AdvantageEstimator.GRPO, group_baseline=True)
-@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED, group_baseline=True)  # verl's name; this one is vectorised
 def compute_grpo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -37,6 +38,20 @@ def compute_grpo_outcome_advantage(
         advantage = centered / (group_std + epsilon) if norm_adv_by_std_in_grpo else centered
         advantages = advantage.unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED, group_baseline=True)
+def compute_grpo_vectorized_outcome_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's name and signature for vectorised GRPO: :func:`compute_grpo_outcome_advantage`, which already computes
+    every group at once (scatter sums over group ids); ``config`` is accepted and unused."""
+    return compute_grpo_outcome_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std_in_grpo)
 
 
 @register_adv_est(AdvantageEstimator.GRPO_PASSK, group_baseline=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -10,7 +12,6 @@ from ..registry import AdvantageEstimator, register_adv_est
 
 
 @register_adv_est(AdvantageEstimator.RLOO, group_baseline=True)
-@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED, group_baseline=True)  # verl's name; this one is vectorised
 def compute_rloo_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -35,3 +36,17 @@ def compute_rloo_outcome_advantage(
         advantage = scores - leave_one_out_mean
         advantages = advantage.unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED, group_baseline=True)
+def compute_rloo_vectorized_outcome_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    config: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's name and signature for vectorised RLOO: :func:`compute_rloo_outcome_advantage`, which already computes
+    every group at once; ``epsilon`` and ``config`` are accepted and unused (the leave-one-out mean divides by
+    ``n_g - 1`` clamped to 1)."""
+    return compute_rloo_outcome_advantage(token_level_rewards, response_mask, index)

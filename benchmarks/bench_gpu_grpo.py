@@ -1,0 +1,428 @@
+"""GPU GRPO benchmark: verl's step with each rollout engine, the bare engines, and TRL, on one GPU in one go.
+
+Workload (issue 14): GSM8K, SmolLM2-135M-Instruct in bf16, 32 prompts x 8 samples x up to 256 response tokens,
+one optimizer step per batch, ``--steps`` (6) GRPO steps. Runs, each in its own subprocess (a failure is
+recorded and the next run starts):
+
+- ``vllm``, ``sglang``, ``hf``: ``python -m verl.trainer.main_ppo`` with ``rollout.name`` set to the run's name;
+- ``standalone-vllm``, ``standalone-sglang``: the bare engine's tokens/s on the same batch
+  (:mod:`benchmarks.gpu.standalone_engine`);
+- ``trl``: TRL's ``GRPOTrainer`` on the same workload (:mod:`benchmarks.gpu.trl_grpo`).
+
+Reported per verl run (steps 2.. averaged; step 1 holds warm-up): step time, the ``timing_s/*`` breakdown,
+generated tokens/s (response tokens / ``timing_s/gen``, and over the engine's own generate call), weight-sync
+time, and the peak device memory of each phase, read from NVML every 10 ms and cut into phases from each step's
+``timing_s/*`` in the order the trainer runs them. The table compares generation with the standalone engine and
+the whole step with TRL. Everything lands in ``--out``: ``results.jsonl`` (per-step records and summaries),
+``table.md`` and ``logs.tar.gz`` (each run's output); the table is printed last.
+
+Usage (on the device machine, after ``benchmarks/gpu/stage.sh``'s install; see benchmarks/results/NOTES_gpu.md)::
+
+    python -m benchmarks.bench_gpu_grpo --out $OUT --data .carry_gpu14/data [--runs vllm,sglang,hf,trl,...]
+        [--steps 6] [--override actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 ...]
+
+Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
+``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
+PHASES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor")
+"""``timing_s/*`` phases in the order ``RayPPOTrainer.train_step`` runs them."""
+BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
+PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
+
+
+def workload_overrides(args, engine: str) -> list[str]:
+    """``main_ppo`` overrides of the benchmark workload for ``rollout.name=engine`` (then ``--override``s)."""
+    data = Path(args.data)
+    overrides = [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={data / 'train.parquet'}",
+        f"data.val_files={data / 'test.parquet'}",
+        f"data.train_batch_size={PROMPTS}",
+        f"data.max_prompt_length={MAX_PROMPT_LENGTH}",
+        f"data.max_response_length={RESPONSE_LENGTH}",
+        "data.filter_overlong_prompts=True",
+        f"actor_rollout_ref.model.path={args.model}",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={PROMPTS}",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        f"actor_rollout_ref.rollout.name={engine}",
+        f"actor_rollout_ref.rollout.n={SAMPLES}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.dtype=bfloat16",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
+        "actor_rollout_ref.rollout.enforce_eager=False",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
+        "trainer.logger=[console,file]",
+        "trainer.project_name=bench_gpu_grpo",
+        f"trainer.experiment_name={engine}",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        "trainer.device=cuda",
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+    ]
+    return overrides + list(args.override)
+
+
+class MemorySampler:
+    """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used)."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used
+            self.samples.append((time.perf_counter(), int(used)))
+            time.sleep(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak_gib(self, start: float, end: float) -> float | None:
+        values = [used for t, used in self.samples if start <= t <= end]
+        return max(values) / 2**30 if values else None
+
+
+def _site_path(args, engine: str | None) -> str:
+    parts = []
+    if engine == "vllm":
+        parts.append(args.site_vllm)
+    elif engine == "sglang":
+        parts.append(args.site_sglang)
+    parts += [args.site_common, args.site_model, str(REPO)]
+    return os.pathsep.join(p for p in parts if p)
+
+
+def _run_command(name: str, command: list[str], env: dict, log_path: Path, timeout: float, on_line=None) -> int:
+    """Run ``command``, teeing its output to ``log_path``; ``on_line(line, time)`` sees every stdout line."""
+    with open(log_path, "w") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        deadline = time.monotonic() + timeout
+        timer = threading.Timer(timeout, process.kill)
+        timer.start()
+        try:
+            for line in process.stdout:
+                log.write(line)
+                if on_line is not None:
+                    on_line(line, time.perf_counter())
+            process.wait()
+        finally:
+            timer.cancel()
+        if time.monotonic() > deadline:
+            log.write(f"\n[bench] {name}: killed after {timeout:.0f} s\n")
+            return 124
+        return process.returncode
+
+
+def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, float]:
+    """Peak device memory (GiB) of each timed phase of one step that ended at ``end`` (phases laid end to end from
+    the step's start, in trainer order)."""
+    peaks = {}
+    cursor = end - float(record.get("timing_s/step", 0.0))
+    for phase in PHASES:
+        seconds = record.get(f"timing_s/{phase}")
+        if seconds is None:
+            continue
+        peak = sampler.peak_gib(cursor, cursor + float(seconds))
+        if peak is not None:
+            peaks[f"peak_gib/{phase}"] = peak
+        cursor += float(seconds)
+    step_peak = sampler.peak_gib(end - float(record.get("timing_s/step", 0.0)), end)
+    if step_peak is not None:
+        peaks["peak_gib/step"] = step_peak
+    return peaks
+
+
+def run_verl(args, engine: str, out: Path, sampler: MemorySampler) -> list[dict]:
+    """One ``main_ppo`` run; returns its per-step records (the file logger's metrics plus phase memory)."""
+    metrics_path = out / f"{engine}.metrics.jsonl"
+    metrics_path.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
+    env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *workload_overrides(args, engine)]
+    arrivals: dict[int, float] = {}
+    done = threading.Event()
+
+    def watch() -> None:  # a step's metrics line lands in the file when the step ends: note when each appears
+        seen = 0
+        while not done.is_set():
+            if metrics_path.exists():
+                count = metrics_path.read_bytes().count(b"\n")
+                now = time.perf_counter()
+                for index in range(seen, count):
+                    arrivals[index] = now
+                seen = count
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        rc = _run_command(engine, command, env, out / f"{engine}.log", args.timeout)
+    finally:
+        done.set()
+        watcher.join()
+    records = []
+    if metrics_path.exists():
+        for index, line in enumerate(metrics_path.read_text().splitlines()):
+            entry = json.loads(line)
+            record = {"run": engine, "step": entry["step"], **entry["data"]}
+            if index in arrivals:
+                record.update(_phase_peaks(record, arrivals[index], sampler))
+            records.append(record)
+    if rc != 0:
+        records.append({"run": engine, "error": f"exit status {rc}; see {engine}.log in logs.tar.gz"})
+    return records
+
+
+def run_json_lines(args, name: str, module: str, extra: list[str], engine: str | None, out: Path) -> list[dict]:
+    """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines."""
+    env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
+    env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
+    command = [sys.executable, "-m", module, "--model", args.model, "--data", str(Path(args.data) / "train.parquet")]
+    records: list[dict] = []
+
+    def collect(line: str, _now: float) -> None:
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+
+    rc = _run_command(name, command + extra, env, out / f"{name}.log", args.timeout, on_line=collect)
+    if rc != 0:
+        records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
+    return records
+
+
+def summarize_verl(records: list[dict]) -> dict:
+    """Means over steps 2.. (step 1 holds compilation and allocator warm-up) of what the table shows."""
+    steps = [r for r in records if "timing_s/step" in r]
+    steady = steps[1:] or steps
+    if not steady:
+        return {}
+
+    def mean(key: str) -> float | None:
+        values = [float(r[key]) for r in steady if key in r]
+        return statistics.mean(values) if values else None
+
+    summary = {"steps": len(steps), "step_s": mean("timing_s/step")}
+    for key in BREAKDOWN:
+        summary[key] = mean(f"timing_s/{key}")
+    rows = PROMPTS * SAMPLES
+    tokens = [float(r["response_length/mean"]) * rows for r in steady if "response_length/mean" in r]
+    gen = [float(r["timing_s/gen"]) for r in steady if "response_length/mean" in r]
+    if tokens:
+        summary["response_tokens"] = statistics.mean(tokens)
+        summary["gen_tokens_per_s"] = sum(tokens) / sum(gen)
+        sync = ("timing_s/update_weights", "timing_s/release_memory")
+        engine_only = [
+            float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync)
+            for r in steady
+            if "response_length/mean" in r
+        ]
+        summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
+    for phase in ("gen", "old_log_prob", "ref", "update_actor", "step"):
+        values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
+        if values:
+            summary[f"peak_gib/{phase}"] = max(values)
+    for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
+        summary[key] = mean(key)
+    return summary
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def render_table(summaries: dict[str, dict], card: str) -> str:
+    """The markdown table: one row per verl engine, then the standalone engines and TRL."""
+    trl = summaries.get("trl", {}).get("mean_step_s")
+    lines = [
+        f"GRPO GSM8K SmolLM2-135M bf16, {PROMPTS} prompts x {SAMPLES} x <= {RESPONSE_LENGTH} tokens, on {card}",
+        "",
+        "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s |"
+        " update_actor s | gen tok/s | engine tok/s | vs standalone | peak GiB gen / old_lp / ref / update |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for engine in ("vllm", "sglang", "hf"):
+        s = summaries.get(engine)
+        if not s:
+            continue
+        if "error" in s and "step_s" not in s:
+            lines.append(f"| {engine} | failed: {s['error']} |" + " |" * 11)
+            continue
+        standalone = summaries.get(f"standalone-{engine}", {}).get("tokens_per_s")
+        ratio = f"{s['gen_tokens_per_s'] / standalone:.0%}" if standalone and s.get("gen_tokens_per_s") else "-"
+        speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
+        peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
+        cells = [
+            engine,
+            _fmt(s.get("step_s")),
+            speedup,
+            _fmt(s.get("gen")),
+            _fmt(s.get("update_weights"), 3),
+            _fmt(s.get("release_memory"), 3),
+            _fmt(s.get("old_log_prob")),
+            _fmt(s.get("ref")),
+            _fmt(s.get("update_actor")),
+            _fmt(s.get("gen_tokens_per_s"), 0),
+            _fmt(s.get("engine_tokens_per_s"), 0),
+            ratio,
+            peaks,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for engine in ("vllm", "sglang"):
+        s = summaries.get(f"standalone-{engine}")
+        if s:
+            lines.append(
+                f"- standalone {engine}: {_fmt(s.get('tokens_per_s'), 0)} tok/s ({_fmt(s.get('tokens'), 0)} tokens in "
+                f"{_fmt(s.get('seconds'))} s, median of repeats; engine start {_fmt(s.get('startup_s'), 1)} s)"
+                + (f" failed: {s['error']}" if "error" in s else "")
+            )
+    if "trl" in summaries:
+        s = summaries["trl"]
+        lines.append(
+            f"- TRL GRPOTrainer: {_fmt(s.get('mean_step_s'))} s/step (steps 2..{s.get('steps', '?')})"
+            + (f" failed: {s['error']}" if "error" in s else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _card() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception as exc:  # the table still renders without NVML
+        return f"unknown GPU ({exc})"
+
+
+def prepare_model(args) -> str:
+    """The SmolLM2 folder (converted from the staged GGUF once, into ``--cache-dir``)."""
+    env = dict(os.environ, PYTHONPATH=_site_path(args, None), VERL_CACHE_DIR=args.cache_dir)
+    code = "from verl.utils.default_model import default_model_path; print(default_model_path())"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"model conversion failed:\n{result.stderr[-3000:]}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "bench_gpu_out"))
+    parser.add_argument("--data", default=".carry_gpu14/data", help="folder with train.parquet and test.parquet")
+    parser.add_argument("--model", default=None, help="HF model folder (default: the converted SmolLM2)")
+    parser.add_argument("--runs", default=",".join(ALL_RUNS), help=f"comma-separated subset of {ALL_RUNS}")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
+    parser.add_argument("--site-vllm", default="/tmp/site-vllm")
+    parser.add_argument("--site-sglang", default="/tmp/site-sglang")
+    parser.add_argument("--site-common", default="/tmp/site-common")
+    parser.add_argument("--site-model", default="/tmp/site-model")
+    parser.add_argument("--cache-dir", default="/tmp/verl_cache")
+    import torch
+
+    if not torch.cuda.is_available():  # before parsing: `make bench` calls every benchmark's main() on CPU
+        print("bench_gpu_grpo: no CUDA device, skipped (run it on a GPU machine; see benchmarks/results/NOTES_gpu.md)")
+        return 0
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [r for r in args.runs.split(",") if r]
+    unknown = set(runs) - set(ALL_RUNS)
+    if unknown:
+        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS}")
+    started = time.perf_counter()
+    args.model = args.model or prepare_model(args)
+    print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
+    summaries: dict[str, dict] = {}
+    results_path = out / "results.jsonl"
+    with MemorySampler() as sampler, open(results_path, "a") as results:
+        for name in runs:
+            begin = time.perf_counter()
+            print(f"[bench] {name}: start", flush=True)
+            if name in ("vllm", "sglang", "hf"):
+                records = run_verl(args, name, out, sampler)
+                summary = summarize_verl(records)
+            elif name.startswith("standalone-"):
+                engine = name.split("-", 1)[1]
+                extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+                records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out)
+                summary = next((dict(r) for r in records if "tokens_per_s" in r), {})
+            else:
+                extra = ["--steps", str(args.steps)]
+                records = run_json_lines(args, name, "benchmarks.gpu.trl_grpo", extra, None, out)
+                summary = next((dict(r) for r in records if r.get("summary")), {})
+            errors = [r["error"] for r in records if "error" in r]
+            if errors:
+                summary["error"] = errors[-1]
+            summary.update(run=name, wall_s=time.perf_counter() - begin)
+            summaries[name] = summary
+            for record in records:
+                results.write(json.dumps(record) + "\n")
+            results.write(json.dumps({"summary": True, **summary}) + "\n")
+            results.flush()
+            print(f"[bench] {name}: {json.dumps(summary)}", flush=True)
+    with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
+        for log in sorted(out.glob("*.log")) + sorted(out.glob("*.metrics.jsonl")):
+            archive.add(log, arcname=log.name)
+            log.unlink()
+    table = render_table(summaries, _card())
+    (out / "table.md").write_text(table)
+    print(f"[bench] total {time.perf_counter() - started:.0f} s\n")
+    print(table, flush=True)
+    return 0 if all("error" not in s for s in summaries.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Generated tokens/s of a bare engine (``vllm.LLM`` or ``sglang.Engine`` with its own defaults) on the GRPO
+benchmark's batch: the first ``--prompts`` GSM8K prompts of the training parquet (chat template applied as verl's
+dataset does), ``--n`` samples each, up to ``--max-tokens`` tokens, temperature 1. One warm-up generation, then
+``--repeats`` timed ones; prints one JSON line (``{"run": "standalone-<engine>", "tokens_per_s": ..., ...}``).
+
+Usage: ``python -m benchmarks.gpu.standalone_engine --engine vllm --model DIR --data train.parquet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def load_prompts(tokenizer, data: str, count: int, max_prompt_length: int) -> list[list[int]]:
+    """Token ids of the first ``count`` prompts no longer than ``max_prompt_length`` (verl's template and filter)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(data).to_pylist()
+    prompts = []
+    for row in rows:
+        text = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) <= max_prompt_length:
+            prompts.append(ids)
+        if len(prompts) == count:
+            return prompts
+    raise ValueError(f"{data} has fewer than {count} prompts of at most {max_prompt_length} tokens")
+
+
+def vllm_generate(args, prompts):
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(
+        model=args.model,
+        dtype="bfloat16",
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_prompt_length + args.max_tokens,
+        enable_prefix_caching=True,
+        seed=0,
+    )
+    params = SamplingParams(n=args.n, temperature=1.0, max_tokens=args.max_tokens, detokenize=False)
+    requests = [{"prompt_token_ids": ids} for ids in prompts]
+
+    def generate() -> int:
+        outputs = llm.generate(requests, sampling_params=params, use_tqdm=False)
+        return sum(len(c.token_ids) for request in outputs for c in request.outputs)
+
+    return generate
+
+
+def sglang_generate(args, prompts):
+    from sglang.srt.entrypoints.engine import Engine
+
+    engine = Engine(
+        model_path=args.model,
+        dtype="bfloat16",
+        mem_fraction_static=args.gpu_memory_utilization,
+        context_length=args.max_prompt_length + args.max_tokens,
+        skip_tokenizer_init=True,
+        random_seed=0,
+        log_level="error",
+    )
+    params = {"max_new_tokens": args.max_tokens, "temperature": 1.0}
+    requests = [ids for ids in prompts for _ in range(args.n)]  # SGLang's advice for large batches: no `n`
+
+    def generate() -> int:
+        outputs = engine.generate(input_ids=requests, sampling_params=params)
+        return sum(len(output["output_ids"]) for output in outputs)
+
+    return generate
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=("vllm", "sglang"), required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-prompt-length", type=int, default=256)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    prompts = load_prompts(AutoTokenizer.from_pretrained(args.model), args.data, args.prompts, args.max_prompt_length)
+    start = time.perf_counter()
+    generate = (vllm_generate if args.engine == "vllm" else sglang_generate)(args, prompts)
+    startup = time.perf_counter() - start
+    generate()  # warm-up: first-batch compilation and allocation stay out of the numbers
+    seconds, tokens = [], []
+    for _ in range(args.repeats):
+        begin = time.perf_counter()
+        tokens.append(generate())
+        seconds.append(time.perf_counter() - begin)
+    rates = [t / s for t, s in zip(tokens, seconds)]
+    result = {
+        "run": f"standalone-{args.engine}",
+        "tokens_per_s": statistics.median(rates),
+        "seconds": statistics.median(seconds),
+        "tokens": statistics.median(tokens),
+        "all_tokens_per_s": rates,
+        "startup_s": startup,
+        "sequences": args.prompts * args.n,
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

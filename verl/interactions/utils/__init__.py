@@ -1,0 +1,1 @@
+"""Interaction helpers: building interactions from YAML (``interaction_registry``)."""

@@ -1,0 +1,51 @@
+"""The critic role on the Megatron engine: value model + ``MegatronPPOCritic`` + checkpoints (usable alone)."""
+
+from __future__ import annotations
+
+from verl.protocol import DataProto
+from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpointManager
+from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.critic.megatron_critic import MegatronPPOCritic
+from verl.workers.engine.megatron.engine import MegatronEngine
+
+
+class MegatronCriticRole:
+    def __init__(self, critic_config, tokenizer):
+        self.engine = MegatronEngine(
+            critic_config.model, critic_config.megatron, critic_config.optim, role="critic"
+        ).initialize()
+        rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
+        mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
+        self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
+        self.critic = MegatronPPOCritic(self.config, self.engine)
+        self.checkpoint_manager = MegatronCheckpointManager(
+            self.engine, tokenizer, critic_config.checkpoint, role="critic"
+        )
+
+    def forward_meta(self) -> dict:
+        config = self.config
+        return {
+            "micro_batch_size": config.forward_micro_batch_size_per_gpu or config.ppo_micro_batch_size_per_gpu,
+            "use_dynamic_bsz": bool(config.use_dynamic_bsz),
+            "max_token_len": config.forward_max_token_len_per_gpu or config.ppo_max_token_len_per_gpu,
+        }
+
+    def compute_values(self, data: DataProto):
+        data.meta_info.update(self.forward_meta())
+        return self.critic.compute_values(data)
+
+    def update(self, data: DataProto) -> dict:
+        metrics = self.critic.update_critic(data)
+        metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
+        metrics["critic/lr"] = self.engine.lr_scheduler_step()
+        return metrics
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
+        self.engine.load_optimizer()
+        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+        self.engine.offload_optimizer()
+
+    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
+        self.engine.load_optimizer()
+        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        self.engine.offload_optimizer()

@@ -1,0 +1,154 @@
+"""Weight sync from an FSDP(2) actor into the colocated SGLang engine, as "enter / leave rollout mode".
+
+Enter: resume the engine's weight memory (if released), send the actor's full parameters bucket by bucket, resume
+the KV cache and CUDA graphs. Each bucket is one flat GPU tensor (SGLang's ``flattened_bucket`` format) that every
+worker of the tensor-parallel group shares with the scheduler on its own GPU by CUDA IPC: the scheduler copies
+straight from the worker's memory into its model (``load_weights`` shards and casts), so nothing crosses the CPU.
+Leave: ``release_memory_occupation`` frees weights, KV cache and CUDA graphs (SGLang's memory saver) when
+``free_cache_engine`` is set, so training gets the memory back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from verl.protocol import DataProto
+from verl.workers.sharding_manager.base import BaseShardingManager
+from verl.workers.sharding_manager.memory import memory_metrics
+
+DEFAULT_BUCKET_BYTES = 512 << 20
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def serialize_bucket(named_tensors: list[tuple[str, torch.Tensor]]) -> tuple[bytes, torch.Tensor]:
+    """One flat tensor holding ``named_tensors`` and SGLang's serialized handle to it (CUDA IPC for a GPU tensor).
+
+    Returns ``(payload, flat)``: the caller keeps ``flat`` alive until the engine has loaded the bucket."""
+    from sglang.srt.utils import MultiprocessingSerializer
+    from sglang.srt.utils.patch_torch import monkey_patch_torch_reductions
+    from sglang.srt.weight_sync.tensor_bucket import FlattenedTensorBucket
+
+    monkey_patch_torch_reductions()  # name the device by UUID: the scheduler numbers GPUs differently
+    bucket = FlattenedTensorBucket(named_tensors=named_tensors)
+    flat = bucket.get_flattened_tensor()
+    payload = MultiprocessingSerializer.serialize({"flattened_tensor": flat, "metadata": bucket.get_metadata()})
+    return payload, flat
+
+
+def iter_buckets(pairs, bucket_bytes: int):
+    """Group ``(name, tensor)`` pairs into lists of about ``bucket_bytes``."""
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in pairs:
+        bucket.append((name, tensor))
+        size += tensor.numel() * tensor.element_size()
+        if size >= bucket_bytes:
+            yield bucket
+            bucket, size = [], 0
+    if bucket:
+        yield bucket
+
+
+class FSDPSGLangShardingManager(BaseShardingManager):
+    """Sync ``module``'s weights into ``rollout``'s SGLang engine on every ``with manager:``."""
+
+    def __init__(self, module: nn.Module, rollout: Any, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+        super().__init__()
+        self.module = module
+        self.rollout = rollout
+        self.bucket_bytes = bucket_bytes
+        self.free_cache_engine = bool(rollout.config.free_cache_engine)
+        self.engine_dtype = TORCH_DTYPES.get(rollout.engine_kwargs["dtype"])
+        self.is_released = False
+        self.tp_size = rollout.layout.size
+        self.tp_rank = rollout.layout.rank
+        self.tp_cpu_group = rollout.cpu_group
+
+    @property
+    def engine(self):
+        return self.rollout.engine
+
+    def _gather_payloads(self, payload: bytes) -> list[bytes] | None:
+        """Every rank's payload on the group's first rank (rank order = scheduler order); None elsewhere."""
+        if self.tp_cpu_group is None:
+            return [payload]
+        gathered: list[Any] = [None] * self.tp_size if self.tp_rank == 0 else None
+        dist.gather_object(payload, gathered, dst=self.rollout.layout.first, group=self.tp_cpu_group)
+        return gathered
+
+    def sync_weights(self) -> int:
+        """Send the actor's weights to the engine; returns the number of tensors sent.
+
+        Every flat bucket stays alive until the engine has answered for the last one and flushed its cache: the
+        schedulers read the buckets in place, and their copies, queued on their own CUDA streams, are long done
+        by then. The sync so holds one extra copy of the weights in the engine dtype."""
+        from verl.workers.engine.fsdp.weights import iter_full_state_dict
+
+        live: list[torch.Tensor] = []
+        count = 0
+        # (hf_name, full tensor) on the actor's device, LoRA merged, shards cast before the gather; every rank walks
+        # the same tensors, so the FSDP all-gathers line up
+        pairs = iter_full_state_dict(self.module, bucket_bytes=self.bucket_bytes, dtype=self.engine_dtype)
+        for named_tensors in iter_buckets(pairs, self.bucket_bytes):
+            payload, flat = serialize_bucket(named_tensors)
+            live.append(flat)
+            count += len(named_tensors)
+            del named_tensors  # the flat copy holds them now
+            payloads = self._gather_payloads(payload)
+            if self.engine is not None:
+                success, message = self.engine.update_weights_from_tensor(
+                    named_tensors=payloads, load_format="flattened_bucket", flush_cache=False
+                )
+                if not success:
+                    raise RuntimeError(f"SGLang weight update failed: {message}")
+        if self.engine is not None:
+            self.engine.flush_cache()  # radix-cache entries were computed by the old weights
+        self.rollout.barrier()
+        live.clear()
+        return count
+
+    def enter_rollout_mode(self) -> None:
+        start = time.perf_counter()
+        if self.is_released:
+            torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
+            if self.engine is not None:
+                self.engine.resume_memory_occupation(tags=["weights"])
+            self.rollout.barrier()
+        self.metrics["rollout/weight_tensors_synced"] = float(self.sync_weights())
+        if self.is_released:
+            if self.engine is not None:
+                self.engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
+            self.rollout.barrier()
+            self.is_released = False
+        self.metrics["timing_s/update_weights"] = time.perf_counter() - start
+        self.metrics.update(memory_metrics("rollout"))
+
+    def exit_rollout_mode(self) -> None:
+        start = time.perf_counter()
+        if self.free_cache_engine:
+            if self.engine is not None:
+                self.engine.release_memory_occupation()
+            self.rollout.barrier()
+            self.is_released = True
+            torch.cuda.empty_cache()
+        self.metrics["timing_s/release_memory"] = time.perf_counter() - start
+        self.metrics.update(memory_metrics("training"))
+
+    def preprocess_data(self, data: DataProto) -> DataProto:
+        """The group's first rank generates the whole group's batch: every rank gathers it."""
+        if self.tp_size == 1:
+            return data
+        parts: list[Any] = [None] * self.tp_size
+        dist.all_gather_object(parts, data, group=self.tp_cpu_group)
+        return DataProto.concat(parts)
+
+    def postprocess_data(self, data: DataProto) -> DataProto:
+        """Keep this rank's share of the gathered batch (equal batch sizes per rank; samples stay contiguous)."""
+        if self.tp_size == 1:
+            return data
+        return data.chunk(self.tp_size)[self.tp_rank]
