@@ -44,6 +44,11 @@ def one_step_off_errors(config: Any) -> list[str]:
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_model_parallel_size} must divide "
             f"rollout.n_gpus_per_node * rollout.nnodes = {rollout_world}"
         )
+    if rollout.mode != "sync":
+        errors.append(
+            f"actor_rollout_ref.rollout.mode={rollout.mode!r}: the one-step pipeline drives the rollout pool with "
+            "batched generation calls; set mode=sync"
+        )
     if config.algorithm.filter_groups.enable:
         errors.append(
             "algorithm.filter_groups.enable=True (dynamic sampling) is not available with one-step off-policy "

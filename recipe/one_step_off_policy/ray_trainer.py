@@ -65,14 +65,17 @@ class OneStepOffRayTrainer(RayPPOTrainer):
             device_name=self.device_name,
             group_names={Role.Actor: ("actor", "actor_rollout_ref", actor_role)},
         )
+        self.worker_groups = groups
         self.critic_wg = groups.get("critic")
         self.ref_policy_wg = groups.get("ref")
+        self.rm_wg = groups.get("rm")
         self.actor_wg = groups["actor"]
         self.rollout_wg = groups["rollout"]
-        for worker_group in (self.critic_wg, self.ref_policy_wg, self.actor_wg, self.rollout_wg):
+        for worker_group in (self.critic_wg, self.ref_policy_wg, self.rm_wg, self.actor_wg, self.rollout_wg):
             if worker_group is not None:
                 worker_group.init_model()
         self.actor_rollout_wg = self.actor_wg  # log-probs, updates and checkpoints are the actor's
+        self.rollout_generator = self.rollout_wg
         if lora_ref:
             self.ref_policy_wg = self.actor_wg
         self.rollout_wg.set_weights_info(self.actor_wg.weights_info()[0])
@@ -139,4 +142,5 @@ class OneStepOffRayTrainer(RayPPOTrainer):
             num_generations_to_print=self.config.trainer.log_val_generations,
             dump_dir=self.config.trainer.validation_data_dir,
             step=self.global_steps,
+            add_model_scores=self._add_model_scores,
         )
