@@ -29,9 +29,16 @@ class PrimeTaskRunner(TaskRunner):
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
+        """The policy's groups as in the PPO trainer, and the implicit PRM in place of its reward model (PRIME's
+        ``reward_model`` section is the PRM)."""
         from recipe.prime.prime_fsdp_workers import PRIMERewardModelWorker
+        from verl.trainer.ppo.utils import Role
+        from verl.workers.worker_registry import get_worker_classes
 
-        mapping = TaskRunner._role_worker_mapping(config, use_critic, use_reference_policy)
+        actor_rollout_ref = get_worker_classes(config.actor_rollout_ref.actor.strategy).actor_rollout_ref
+        mapping = {Role.ActorRollout: actor_rollout_ref}
+        if use_reference_policy and config.actor_rollout_ref.model.lora_rank == 0:
+            mapping[Role.RefPolicy] = actor_rollout_ref
         if config.reward_model.enable:
             mapping["reward_model"] = PRIMERewardModelWorker
         return mapping
