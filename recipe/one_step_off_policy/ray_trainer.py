@@ -23,7 +23,6 @@ from verl.protocol import DataProto
 from verl.single_controller.base.future import DataProtoFuture
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.utils import Role
-from verl.trainer.ppo.validation import run_validation
 from verl.trainer.ppo.worker_groups import build_worker_groups
 from verl.utils.profiler import marked_timer
 
@@ -133,14 +132,4 @@ class OneStepOffRayTrainer(RayPPOTrainer):
         if self.val_dataloader is None or self.val_reward_fn is None:
             return {}
         self.sync_rollout_weights()
-        return run_validation(
-            self.val_dataloader,
-            self.rollout_wg,
-            self.val_reward_fn,
-            self.tokenizer,
-            self.config.actor_rollout_ref.rollout,
-            num_generations_to_print=self.config.trainer.log_val_generations,
-            dump_dir=self.config.trainer.validation_data_dir,
-            step=self.global_steps,
-            add_model_scores=self._add_model_scores,
-        )
+        return super()._validate()

@@ -104,25 +104,12 @@ class RayPRIMETrainer(RayPPOTrainer):
         batch.batch["returns"] = returns
         return batch
 
-    def _learn(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
-        batch = self._balance_batch(batch, metrics)
-        batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
-        with marked_timer("old_log_prob", timing_raw):
-            batch = self._recompute_old_log_probs(batch, metrics)
-        if self.use_reference_policy:
-            with marked_timer("ref", timing_raw):
-                batch = self._compute_ref_log_probs(batch)
-        with marked_timer("adv", timing_raw):
-            batch = self._apply_kl_in_reward(batch, metrics)
-            batch = self._apply_rollout_correction(batch, metrics)
-            if self.prm_wg is not None:
-                with marked_timer("reward_model", timing_raw):
-                    batch = self._implicit_rewards(batch, metrics)
-            batch = self._compute_advantages(batch)
-        with marked_timer("update_actor", timing_raw):
-            batch = self._apply_entropy_control(batch, metrics)
-            metrics.update(self._update_actor(batch))
-        return batch
+    def _rewards_and_advantages(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
+        """The implicit PRM's step (update and/or scoring) before the shared reward phases and the advantage."""
+        if self.prm_wg is not None:
+            with marked_timer("reward_model", timing_raw):
+                batch = self._implicit_rewards(batch, metrics)
+        return super()._rewards_and_advantages(batch, timing_raw, metrics)
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -410,11 +410,7 @@ class RayPPOTrainer:
             with marked_timer("values", timing_raw):
                 batch = self._compute_values(batch)
         with marked_timer("adv", timing_raw):
-            batch = self._collect_scores(batch)
-            metrics.update(batch.meta_info.pop("reward_metrics", {}))
-            batch = self._apply_kl_in_reward(batch, metrics)
-            batch = self._apply_rollout_correction(batch, metrics)
-            batch = self._compute_advantages(batch)
+            batch = self._rewards_and_advantages(batch, timing_raw, metrics)
         if self.use_critic:
             with marked_timer("update_critic", timing_raw):
                 metrics.update(self._update_critic(batch))
@@ -423,6 +419,14 @@ class RayPPOTrainer:
                 batch = self._apply_entropy_control(batch, metrics)
                 metrics.update(self._update_actor(batch))
         return batch
+
+    def _rewards_and_advantages(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
+        """The final token rewards (async scores collected, KL in reward), rollout correction, then advantages."""
+        batch = self._collect_scores(batch)
+        metrics.update(batch.meta_info.pop("reward_metrics", {}))
+        batch = self._apply_kl_in_reward(batch, metrics)
+        batch = self._apply_rollout_correction(batch, metrics)
+        return self._compute_advantages(batch)
 
     def _step_metrics(self, batch: DataProto, timing_raw: dict, metrics: dict) -> dict[str, float]:
         """The step's metrics plus the batch's data, timing and throughput metrics."""
