@@ -57,15 +57,20 @@ def _run(workdir: Path, model: str, steps: int, seconds: float, asynchronous: bo
     ]
     env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(metrics_file), VLLM_ENABLE_V1_MULTIPROCESSING="0")
     env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
         cwd=workdir,
         env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
     )
+    if proc.returncode != 0:
+        raise RuntimeError(f"main_ppo failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     return [json.loads(line)["data"] for line in metrics_file.read_text().splitlines() if line.strip()]
+
+
+PHASES = ("step", "gen", "reward", "old_log_prob", "ref", "adv", "update_actor")
+"""Timed phases printed per run (``adv`` includes collecting the asynchronous reward)."""
 
 
 def _mean(records: list[dict], key: str) -> float:
@@ -84,10 +89,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for label, asynchronous in (("inline", False), ("async", True)):
         with tempfile.TemporaryDirectory() as workdir:
             records = _run(Path(workdir), model, args.steps, args.seconds_per_sample, asynchronous)
-        step, reward = _mean(records, "timing_s/step"), _mean(records, "timing_s/reward")
-        log_probs = _mean(records, "timing_s/old_log_prob") + _mean(records, "timing_s/ref")
-        results[label] = step
-        print(f"{label:>6}: step {step:.2f} s | reward phase {reward:.2f} s | old+ref log-probs {log_probs:.2f} s")
+        phases = {name: _mean(records, f"timing_s/{name}") for name in PHASES}
+        results[label] = phases["step"]
+        print(f"{label:>6}: " + " | ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items()))
     results["ratio"] = results["async"] / results["inline"]
     print(f"step time async / inline: {results['ratio']:.2f} ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     return results

@@ -17,3 +17,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+_WORLD_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _restore_world_env():
+    """A test that creates a torch.distributed world in this process must not leave its port to later tests.
+
+    ``MASTER_PORT`` left in ``os.environ`` is inherited by every subprocess a later test starts (entry points,
+    Ray workers), which then try to listen on a port someone else may hold.
+    """
+    saved = {key: os.environ.get(key) for key in _WORLD_ENV}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

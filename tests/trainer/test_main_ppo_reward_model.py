@@ -19,13 +19,32 @@ from tests.support.models import tiny_model_path
 from tests.trainer.main_ppo_runner import assert_finite, describe, run_main_ppo, tiny_overrides
 from tests.workers.reward_model.helpers import save_sequence_classifier
 
-pytestmark = pytest.mark.slow
-
 
 def _train_records(records: list[dict]) -> list[dict]:
     return [r for r in records if r["step"] > 0]
 
 
+def test_reward_model_resource_pool_layout():
+    from verl.trainer.config.loader import load_config
+    from verl.trainer.main_ppo import TaskRunner, resource_pool_mapping, resource_pool_spec
+    from verl.trainer.ppo.utils import Role
+
+    rm = ["reward_model.enable=True", "reward_model.model.path=org/rm", "trainer.n_gpus_per_node=4"]
+    shared = load_config(rm)
+    mapping = TaskRunner._role_worker_mapping(shared, use_critic=False, use_reference_policy=False)
+    assert Role.RewardModel in mapping
+    assert resource_pool_spec(shared) == {"global_pool": [4]}
+    assert set(resource_pool_mapping(shared, mapping).values()) == {"global_pool"}  # colocated with the actor
+    own = load_config(
+        rm + ["reward_model.enable_resource_pool=True", "reward_model.n_gpus_per_node=2"] + ["reward_model.nnodes=1"]
+    )
+    assert resource_pool_spec(own) == {"global_pool": [4], "reward_pool": [2]}
+    assert resource_pool_mapping(own, mapping) == {Role.ActorRollout: "global_pool", Role.RewardModel: "reward_pool"}
+    judge = load_config(["reward_model.enable=True", "reward_model.use_reward_loop=True"])
+    assert Role.RewardModel not in TaskRunner._role_worker_mapping(judge, False, False)  # the judge runs in actors
+
+
+@pytest.mark.slow
 def test_grpo_with_reward_model_and_rule_reward(tmp_path):
     rm_path = save_sequence_classifier(tmp_path / "rm")
     overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
@@ -51,6 +70,7 @@ def test_grpo_with_reward_model_and_rule_reward(tmp_path):
     assert "val-aux/arithmetic/model_score/mean@1" in records[-1]["data"]  # validation is scored by the model too
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
 def test_grpo_with_smollm2_judge_on_vllm(tmp_path):
     overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
@@ -86,6 +106,7 @@ def _checkpoint_digest(step_dir: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
     judge = [
         "algorithm.adv_estimator=grpo",

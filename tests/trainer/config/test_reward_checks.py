@@ -7,7 +7,7 @@ import pytest
 from verl.trainer.config.loader import load_config
 from verl.trainer.config.validation import ConfigError
 
-RM = ["reward_model.enable=True", "reward_model.model.path=/models/rm"]
+RM = ["reward_model.enable=True", "reward_model.model.path=models/rm"]
 JUDGE = ["reward_model.enable=True", "reward_model.use_reward_loop=True", "reward_model.model.path=default"]
 
 
@@ -84,12 +84,11 @@ def test_combine_names_sources_that_run():
     assert "reward_model.combine.data_sources.gsm8k=[] must be a non-empty list" in errors[0]
 
 
-def test_async_reward_cannot_feed_dynamic_sampling():
-    errors = _errors(
-        [
-            "reward_model.launch_reward_fn_async=True",
-            "algorithm.filter_groups.enable=True",
-            "algorithm.filter_groups.metric=acc",
-        ]
-    )
-    assert any("launch_reward_fn_async=True cannot run with algorithm.filter_groups.enable=True" in e for e in errors)
+def test_a_missing_local_reward_model_folder_is_named():
+    errors = _errors(["reward_model.enable=True", "reward_model.model.path=/no/such/rm"])
+    assert any("reward_model.model.path='/no/such/rm' is not a folder" in e for e in errors)
+
+
+def test_reward_model_runs_on_fsdp_only():
+    errors = _errors(RM + ["reward_model.strategy=megatron"])
+    assert any("reward_model.strategy='megatron'" in e and "reward_model.strategy=fsdp" in e for e in errors)

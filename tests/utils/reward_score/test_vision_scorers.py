@@ -8,10 +8,10 @@ from verl.utils.reward_score import default_compute_score
 @pytest.mark.parametrize(
     "response, expected",
     [
-        ("<think>angles sum</think> so x = \\boxed{3}", {"score": 1.0, "acc": 1.0, "format": 1.0}),
-        ("x = \\boxed{3}", {"score": 0.9, "acc": 1.0, "format": 0.0}),
-        ("<think>hm</think> \\boxed{4}", {"score": 0.1, "acc": 0.0, "format": 1.0}),
-        ("<think>hm</think> three", {"score": 0.0, "acc": 0.0, "format": 0.0}),
+        ("<think>angles sum</think> so x = \\boxed{3}", 1.0),
+        ("x = \\boxed{3}", 0.9),
+        ("<think>hm</think> \\boxed{4}", 0.1),
+        ("<think>hm</think> three", 0.0),
     ],
 )
 def test_geo3k(response, expected):
@@ -37,3 +37,11 @@ def test_multiple_choice(response, truth, score, answered):
 def test_multiple_choice_rejects_a_non_letter_ground_truth():
     with pytest.raises(ValueError, match="option letter"):
         default_compute_score("multiple_choice", "A", "42")
+
+
+def test_geo3k_unboxed_answer_is_the_whole_response():
+    from verl.utils.reward_score import geo3k
+
+    assert geo3k.compute_score(" 3 ", "3", use_boxed=False, format_score=0.0) == 1.0
+    assert geo3k.compute_score("\\boxed{3}", "3", use_boxed=True, format_score=0.0) == 1.0
+    assert geo3k.compute_score(" 4 ", "3", use_boxed=False, format_score=0.0) == 0.0

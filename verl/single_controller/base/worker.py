@@ -10,13 +10,13 @@ in Ray's key-value store; the other ranks read it from there, so ``__init__`` ma
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from verl.single_controller.base.decorator import Dispatch, Execute, register
+from verl.utils.distributed import free_port
 
 # Seconds a collective may wait before torch.distributed gives up (``timeout`` of init_process_group).
 COLLECTIVE_TIMEOUT_ENV = "VERL_COLLECTIVE_TIMEOUT_S"
@@ -43,12 +43,6 @@ def get_collective_timeout_s() -> float:
 def rendezvous_key(group_prefix: str) -> str:
     """Key under which rank 0 of worker group ``group_prefix`` publishes ``MASTER_ADDR:MASTER_PORT``."""
     return _RENDEZVOUS_KV_PREFIX + group_prefix
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -89,7 +83,7 @@ class Worker:
         if rank == 0:
             import ray
 
-            address = f"{ray.util.get_node_ip_address()}:{_free_port()}"
+            address = f"{ray.util.get_node_ip_address()}:{free_port()}"
             _internal_kv_put(key, address.encode(), overwrite=True)
         else:
             timeout_s = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, "300"))

@@ -5,15 +5,25 @@ Each message names every key involved and the fix; they run before Ray or any mo
 
 from __future__ import annotations
 
+import os
+
 from verl.trainer.config.root import PPOConfig
 from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.config.reward_model import REWARD_SOURCES, RewardModelConfig
+
+FSDP_STRATEGIES = ("fsdp", "fsdp2")
+"""Engine strategies the reward-model worker runs on."""
 
 
 def _discriminative_errors(cfg: PPOConfig) -> list[str]:
     rm = cfg.reward_model
     rollout = cfg.actor_rollout_ref.rollout
     errors = []
+    if rm.strategy not in FSDP_STRATEGIES:
+        errors.append(
+            f"reward_model.strategy={rm.strategy!r}: the reward model runs on the FSDP2 engine only in this build "
+            "(its YAML follows actor_rollout_ref.actor.strategy); set reward_model.strategy=fsdp"
+        )
     if not rm.use_dynamic_bsz and rm.micro_batch_size_per_gpu is None:
         errors.append(
             "reward_model.micro_batch_size_per_gpu is null while reward_model.use_dynamic_bsz=False; set it (e.g. 8) "
@@ -102,14 +112,15 @@ def reward_model_errors(cfg: PPOConfig) -> list[str]:
             "which has no reward head): a sequence-classification reward model or a causal LM with a value head; "
             "or set reward_model.use_reward_loop=True to use a causal LM as a generative judge"
         )
+    local = rm.model.path.startswith(("/", "~", "./", "../"))
+    if rm.enable and local and not os.path.isdir(os.path.expanduser(rm.model.path)):
+        errors.append(
+            f"reward_model.model.path={rm.model.path!r} is not a folder; point it at a Hugging Face model folder "
+            "(or a hub id)"
+        )
     if rm.enable and not rm.use_reward_loop:
         errors += _discriminative_errors(cfg)
     if rm.enable and rm.use_reward_loop:
         errors += _judge_errors(rm)
     errors += _combine_errors(cfg)
-    if rm.launch_reward_fn_async and cfg.algorithm.filter_groups.enable:
-        errors.append(
-            "reward_model.launch_reward_fn_async=True cannot run with algorithm.filter_groups.enable=True: dynamic "
-            "sampling needs each batch's scores before the step goes on; turn one of them off"
-        )
     return errors

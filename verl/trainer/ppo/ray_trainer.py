@@ -7,8 +7,9 @@ One step of :meth:`RayPPOTrainer.fit`, top to bottom::
     -> critic update -> actor update (after critic_warmup) -> metrics
 
 Scoring runs the reward-model worker group (``rm_scores``) and then the reward function; with
-``reward_model.launch_reward_fn_async`` the reward function runs in a Ray task while the log-probs and values
-are computed, and its scores are collected just before the advantages (``reward.compute_reward_async``).
+``reward_model.launch_reward_fn_async`` the reward function runs in another process (a Ray actor) while the
+log-probs and values are computed, and its scores are collected just before the advantages
+(``reward.compute_reward_async``).
 
 Every algorithmic choice comes from the config through the registries in ``core_algos``; the driver only
 moves ``DataProto`` batches between worker groups. Validation, checkpoint files, dynamic sampling, worker

@@ -61,7 +61,7 @@ def check_reward_fn_signature(fn: Callable, argument_names: tuple[str, ...], whe
 
 
 def _pickle_by_value(module) -> None:
-    """Send the file's functions to other processes by value: a Ray task (``launch_reward_fn_async``) cannot import
+    """Send the file's functions to other processes by value: a Ray actor (``launch_reward_fn_async``) cannot import
     the synthetic module name the file was loaded under."""
     for pickler in ("ray.cloudpickle", "cloudpickle"):
         try:
@@ -181,17 +181,36 @@ def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, 
     return scores, extra_info
 
 
-@functools.cache
-def _remote_compute_reward():
-    import ray
+class _RewardWorker:
+    """Holds a copy of the reward function in its own process and applies it to the batches it is sent."""
 
-    # no logical CPU: on a small machine the training pool's placement groups may hold all of them
-    return ray.remote(num_cpus=0)(compute_reward_with_metrics)
+    def __init__(self, reward_fn: Callable):
+        self.reward_fn = reward_fn
+
+    def compute(self, data: DataProto) -> tuple[torch.Tensor, dict[str, list], dict]:
+        return compute_reward_with_metrics(data, self.reward_fn)
+
+
+_REWARD_WORKERS: list[tuple[Callable, str, Any]] = []
+"""``(reward_fn, Ray job id, actor)``: one long-lived actor per reward function and Ray session, started on its first
+async call."""
 
 
 def compute_reward_async(data: DataProto, reward_fn: Callable):
-    """``compute_reward_with_metrics`` in a Ray task (``reward_model.launch_reward_fn_async``); returns its ref."""
-    return _remote_compute_reward().remote(data, reward_fn)
+    """``compute_reward_with_metrics`` in another process (``reward_model.launch_reward_fn_async``); returns the
+    object ref of its result. The reward function is sent once, to a long-lived actor (a fresh Ray task per step
+    would pay a worker start and the function's transfer every step)."""
+    import ray
+
+    job = ray.get_runtime_context().get_job_id()
+    for known_fn, known_job, actor in _REWARD_WORKERS:
+        if known_fn is reward_fn and known_job == job:
+            return actor.compute.remote(data)
+    # no logical CPU: on a small machine the training pool's placement groups may hold all of them; restarts and
+    # retries: a process killed from outside (the node's OOM killer) must not end the run
+    actor = ray.remote(num_cpus=0, max_restarts=2, max_task_retries=2)(_RewardWorker).remote(reward_fn)
+    _REWARD_WORKERS[:] = [entry for entry in _REWARD_WORKERS if entry[1] == job] + [(reward_fn, job, actor)]
+    return actor.compute.remote(data)
 
 
 def rows_in_order(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import torch
 import torch.distributed as dist
+
+from verl.utils.distributed import env_describes_multi_rank_world, init_process_group
 
 
 def resolve_device(device: str) -> str:
@@ -18,26 +19,15 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def init_distributed(device: str) -> tuple[int, int]:
     """Join the world torchrun describes (``RANK``, ``WORLD_SIZE``, ...) or create a 1-rank world on this host.
 
     The backend is NCCL on ``cuda`` and gloo on ``cpu``. Returns ``(rank, world_size)``.
     """
     if not dist.is_initialized():
-        if "RANK" not in os.environ:
-            for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
-                os.environ.setdefault(key, value)
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        backend = "nccl" if device == "cuda" else "gloo"
         if device == "cuda":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend=backend)
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) if env_describes_multi_rank_world() else 0)
+        init_process_group("nccl" if device == "cuda" else "gloo")
     return dist.get_rank(), dist.get_world_size()
 
 

@@ -19,16 +19,19 @@ def format_reward(solution_str: str) -> float:
     return 1.0 if _FORMAT.fullmatch(solution_str) else 0.0
 
 
-def accuracy_reward(solution_str: str, ground_truth: str) -> float:
-    """1.0 when the last boxed answer equals ``ground_truth``."""
-    boxed = last_boxed_only_string(solution_str)
-    if boxed is None:
-        return 0.0
-    return 1.0 if is_equiv(remove_boxed(boxed).strip(), str(ground_truth).strip()) else 0.0
+def accuracy_reward(solution_str: str, ground_truth: str, use_boxed: bool = True) -> float:
+    """1.0 when the last boxed answer (the whole response when ``use_boxed`` is False) equals ``ground_truth``."""
+    if use_boxed:
+        boxed = last_boxed_only_string(solution_str)
+        if boxed is None:
+            return 0.0
+        answer = remove_boxed(boxed)
+    else:
+        answer = solution_str
+    return 1.0 if is_equiv(answer.strip(), str(ground_truth).strip()) else 0.0
 
 
-def compute_score(solution_str: str, ground_truth: str, format_score: float = 0.1) -> dict[str, float]:
-    """``{"score", "acc", "format"}`` with ``score = (1 - format_score) * acc + format_score * format``."""
-    acc = accuracy_reward(solution_str, ground_truth)
-    fmt = format_reward(solution_str)
-    return {"score": (1.0 - format_score) * acc + format_score * fmt, "acc": acc, "format": fmt}
+def compute_score(solution_str: str, ground_truth: str, use_boxed: bool = True, format_score: float = 0.1) -> float:
+    """``(1 - format_score) * accuracy + format_score * format``, a float as verl's ``geo3k.compute_score`` returns."""
+    accuracy = accuracy_reward(solution_str, ground_truth, use_boxed)
+    return (1.0 - format_score) * accuracy + format_score * format_reward(solution_str)

@@ -202,8 +202,9 @@ class RewardModelConfig(EngineRoleConfig):
     """Registered reward manager (``verl.workers.reward_manager.get_reward_manager_cls``): e.g. naive, dapo."""
 
     launch_reward_fn_async: bool = False
-    """Compute the reward function (rule scores, model-score combination, judge) in a Ray task that overlaps the
-    old/reference log-prob and value computations; the discriminative reward model's forward stays in the step."""
+    """Compute the reward function (rule scores, model-score combination, judge) in another process (a Ray actor)
+    while the old/reference log-probs and values are computed; the discriminative reward model's forward stays in
+    the step."""
 
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of the reward manager's constructor (verl's DAPO scripts pass

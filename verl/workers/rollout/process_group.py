@@ -7,18 +7,20 @@ Engines inside the worker processes split the world into tensor-parallel groups 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from verl.utils.distributed import free_port, init_process_group
 
-def free_port() -> int:
-    """A TCP port that was free on this host a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = [
+    "TensorParallelLayout",
+    "ensure_process_group",
+    "free_port",
+    "tensor_parallel_cpu_group",
+    "tensor_parallel_layout",
+]
 
 
 def ensure_process_group() -> bool:
@@ -33,10 +35,7 @@ def ensure_process_group() -> bool:
         os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
         return False
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", str(free_port()))
-    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return True
 
 
