@@ -158,6 +158,11 @@ def prime_errors(config: Any) -> list[str]:
         errors.append(
             "reward_model.ulysses_sequence_parallel_size > 1: the implicit PRM runs without sequence parallelism"
         )
+    if rm.combine.weights or rm.combine.data_sources:
+        errors.append(
+            "reward_model.combine is not used by PRIME: the outcome reward is the reward manager's score and the "
+            "PRM's token rewards are weighted by algorithm.reward_dpo_coef / reward_gt_coef; remove the combine keys"
+        )
     if rm.enable and algo.reward_dpo_coef == 0 and rm.model.update == "none":
         errors.append("reward_model.enable=True with reward_dpo_coef=0 and update=none does nothing; disable the PRM")
     return errors

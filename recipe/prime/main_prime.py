@@ -9,6 +9,7 @@ starts, and runs :class:`~recipe.prime.prime_ray_trainer.RayPRIMETrainer` with t
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import hydra
@@ -26,6 +27,15 @@ class PrimeTaskRunner(TaskRunner):
     """Actor/rollout (+ reference) and, with ``reward_model.enable``, the implicit PRM."""
 
     trainer_class = "recipe.prime.prime_ray_trainer:RayPRIMETrainer"
+
+    @staticmethod
+    def _reward_functions(config, tokenizer) -> tuple:
+        """The outcome verifier alone: PRIME's ``reward_model`` is the implicit PRM, whose token rewards enter the
+        advantage (``algorithm.reward_dpo_coef``) instead of adding to the verifier's score."""
+        outcome = copy.copy(config)
+        outcome.reward_model = copy.copy(config.reward_model)
+        outcome.reward_model.enable = False
+        return TaskRunner._reward_functions(outcome, tokenizer)
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:

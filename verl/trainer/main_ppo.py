@@ -164,7 +164,6 @@ class TaskRunner:
     def run(self, config) -> None:
         from verl.single_controller.ray import RayWorkerGroup
         from verl.trainer.ppo.placement import build_resource_pool_manager
-        from verl.trainer.ppo.reward import load_reward_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.workers.fsdp_workers import load_tokenizer
 
@@ -177,8 +176,7 @@ class TaskRunner:
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
         resource_pool_manager = build_resource_pool_manager(config, role_worker_mapping)
-        reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
-        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1)
+        reward_fn, val_reward_fn = self._reward_functions(config, tokenizer)
         train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
         val_dataset = None
         if config.data.val_files:
@@ -202,6 +200,14 @@ class TaskRunner:
         )
         trainer.init_workers()
         trainer.fit()
+
+    @staticmethod
+    def _reward_functions(config, tokenizer) -> tuple:
+        """``(reward_fn, val_reward_fn)``: the configured reward manager, combined with the reward model's or judge's
+        scores when ``reward_model`` runs one (a recipe whose ``reward_model`` is no score source overrides this)."""
+        from verl.trainer.ppo.reward import load_reward_manager
+
+        return load_reward_manager(config, tokenizer, num_examine=0), load_reward_manager(config, tokenizer, 1)
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:

@@ -1,9 +1,12 @@
-"""The trainer-to-rollout weight broadcast: bucket plans, and a real 3-process gloo broadcast."""
+"""The trainer-to-rollout weight broadcast: bucket plans, and a real 3-member gloo broadcast over TCP (members are
+threads: the group is a standalone ProcessGroupGloo, so it needs no per-process default group, and threads spare the
+spawn of three interpreters; the end-to-end recipe test broadcasts across Ray worker processes)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import queue as queue_module
 import socket
+import threading
 
 import pytest
 import torch
@@ -39,13 +42,16 @@ def test_a_tensor_larger_than_the_budget_gets_its_own_bucket():
 
 
 def _member(rank: int, port: int, queue) -> None:
-    group = WeightSyncGroup("127.0.0.1", port, rank, 3, "gloo", timeout_s=120)
-    infos = weights_info(NAMED)
-    if rank == 0:
-        queue.put((rank, send_weights(group, iter(NAMED), infos, bucket_bytes=32)))
-    else:
-        received = receive_weights(group, infos, "cpu", bucket_bytes=32)
-        queue.put((rank, {name: (tensor.dtype, tensor.tolist()) for name, tensor in received.items()}))
+    try:
+        group = WeightSyncGroup("127.0.0.1", port, rank, 3, "gloo", timeout_s=120)
+        infos = weights_info(NAMED)
+        if rank == 0:
+            queue.put((rank, send_weights(group, iter(NAMED), infos, bucket_bytes=32)))
+        else:
+            received = receive_weights(group, infos, "cpu", bucket_bytes=32)
+            queue.put((rank, {name: (tensor.dtype, tensor.tolist()) for name, tensor in received.items()}))
+    except Exception as error:  # surfaced by the test thread instead of a silent queue timeout
+        queue.put((rank, error))
 
 
 def _free_port() -> int:
@@ -55,15 +61,16 @@ def _free_port() -> int:
 
 
 def test_broadcast_reaches_every_rollout_rank_bit_for_bit():
-    context = mp.get_context("spawn")
-    queue = context.Queue()
+    queue = queue_module.Queue()
     port = _free_port()
-    members = [context.Process(target=_member, args=(rank, port, queue)) for rank in range(3)]
-    for process in members:
-        process.start()
+    members = [threading.Thread(target=_member, args=(rank, port, queue), daemon=True) for rank in range(3)]
+    for member in members:
+        member.start()
     results = dict(queue.get(timeout=180) for _ in members)
-    for process in members:
-        process.join(timeout=60)
+    for member in members:
+        member.join(timeout=60)
+    for rank, result in results.items():
+        assert not isinstance(result, Exception), f"member {rank} failed: {result!r}"
     assert results[0] == 48 + 8 + 20 + 24  # bytes sent
     for rank in (1, 2):
         for name, tensor in NAMED:

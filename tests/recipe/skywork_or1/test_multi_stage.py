@@ -1,19 +1,16 @@
-"""Multi-stage training: stage planning, early validation, and two 1-step stages end to end (the second resumes the
-first's checkpoint with a longer response budget, the adaptive entropy coefficient carried over)."""
+"""Multi-stage training: stage planning, early validation, and the recipe's script end to end with two 1-step stages
+(the second resumes the first's checkpoint with a longer response budget, the adaptive entropy coefficient carried
+over)."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from recipe.skywork_or1.multi_stage import MultiStageConfig, StageConfig, load_stages, plan_stages
-from tests.recipe.runner import REPO_ROOT, training_records
+from tests.recipe.runner import CI_OVERRIDES, RECIPES, run_script, training_records
 from tests.support.models import tiny_model_path
-from tests.trainer.main_ppo_runner import describe, main_ppo_env, read_records, short_ray_tmpdir, tiny_overrides
+from tests.trainer.main_ppo_runner import describe
 from verl.trainer.config.validation import ConfigError
 
 
@@ -45,12 +42,13 @@ def test_shrinking_stages_and_bad_stage_keys_fail_early(tmp_path):
         load_stages(str(path))
 
 
-def _run(command, workdir, env):
-    return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=1200)
+SCRIPT = RECIPES / "skywork_or1" / "run_skywork_or1_smollm2_arithmetic.sh"
+STAGE_KEYS = ("data.max_response_length", "trainer.total_training_steps", "trainer.resume_mode")
 
 
 @pytest.mark.slow
 def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
+    """The recipe's script with a 2-stage file of 1 step each (a later ``--stages`` replaces the script's own)."""
     stages = tmp_path / "stages.yaml"
     stages.write_text(
         yaml.safe_dump(
@@ -62,25 +60,22 @@ def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
             }
         )
     )
-    common = [
-        o
-        for o in tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf", steps=1)
-        if not o.startswith(("data.max_response_length", "trainer.total_training_steps", "trainer.resume_mode"))
-    ] + [
-        "trainer.val_before_train=False",
+    overrides = [o for o in CI_OVERRIDES if not o.startswith(STAGE_KEYS)] + [
+        f"actor_rollout_ref.model.path={tiny_model_path('llama')}",
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.n=2",
         "trainer.test_freq=-1",
+        f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
         "actor_rollout_ref.actor.entropy_coeff=0.001",
-        "actor_rollout_ref.actor.adaptive_entropy.enabled=True",
         "actor_rollout_ref.actor.adaptive_entropy.target_entropy=1000",  # always below: the coefficient rises
         "actor_rollout_ref.actor.adaptive_entropy.delta_ent_coef=0.001",
         "actor_rollout_ref.actor.adaptive_entropy.max_ent_coef=0.01",
+        "--stages",
+        str(stages),
     ]
-    env = main_ppo_env(tmp_path / "metrics.jsonl", short_ray_tmpdir())
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "recipe.skywork_or1.multi_stage", "--stages", str(stages), *common]
-    proc = _run(command, tmp_path, env)
+    proc, records = run_script(SCRIPT, overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)
-    steps = training_records(read_records(tmp_path / "metrics.jsonl"))
+    steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2]
     assert steps[0]["data"]["response_length/max"] <= 8 < 16
     assert steps[1]["data"]["response_length/max"] <= 16
@@ -94,6 +89,6 @@ def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
         "global_step_2",
     ]
     # the same command again: both stages are done, nothing starts
-    again = _run(command, tmp_path, env)
+    again, _ = run_script(SCRIPT, overrides, tmp_path)
     assert again.returncode == 0, describe(again)
     assert again.stdout.count("already done") == 2
