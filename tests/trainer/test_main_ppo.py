@@ -40,7 +40,6 @@ COMMON_KEYS = {
     "actor/lr",
     "timing_s/gen",
     "timing_s/reward",
-    "timing_s/old_log_prob",
     "timing_s/adv",
     "timing_s/update_actor",
     "timing_s/step",
@@ -49,25 +48,33 @@ COMMON_KEYS = {
     "perf/total_num_tokens",
     "training/global_step",
     "training/epoch",
+    "perf/mfu/actor",
 }
+# the separate old-log-prob pass (skipped on on-policy steps, where the update's forward gives the log-probs)
+OLD_LOG_PROB_KEYS = {"timing_s/old_log_prob", "perf/mfu/actor_infer"}
 CRITIC_KEYS = {
     "critic/vf_loss",
     "critic/values/mean",
     "critic/vf_explained_var",
     "timing_s/values",
     "timing_s/update_critic",
+    "perf/mfu/critic",
+    "perf/mfu/critic_infer",
 }
 VAL_KEY = "val-core/arithmetic/reward/mean@1"
 
 
-def _check_training_records(records: list[dict], expected: set[str]) -> None:
+def _check_training_records(records: list[dict], expected: set[str], old_log_prob_pass: bool = True) -> None:
     steps = [r["step"] for r in records]
     assert steps == [0, 1, 2], f"expected validation at step 0 then steps 1 and 2, got {steps}"
     assert VAL_KEY in records[0]["data"]
     for record in records[1:]:
         missing = sorted(expected - record["data"].keys())
         assert not missing, f"step {record['step']} lacks {missing}"
-        assert any(key.startswith("rollout_corr/") for key in record["data"]), "no rollout-correction metrics"
+        # rollout-vs-training diagnostics compare the rollout's log-probs with the separate pass's
+        has_corr = any(key.startswith("rollout_corr/") for key in record["data"])
+        assert has_corr == old_log_prob_pass, f"rollout_corr metrics present: {has_corr}"
+        assert not (OLD_LOG_PROB_KEYS & record["data"].keys()) or old_log_prob_pass
         assert_finite(record)
         assert record["data"]["training/global_step"] == record["step"]
         # 4 prompts x n=2 responses of at most 16 tokens
@@ -88,7 +95,9 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
     ]
     proc, records = run_main_ppo(overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)
-    _check_training_records(records, COMMON_KEYS | {"actor/kl_loss", "timing_s/ref"})
+    # on-policy (one epoch, one mini-batch): no separate old-log-prob pass; entropy comes from the update
+    expected = COMMON_KEYS | {"actor/kl_loss", "timing_s/ref", "perf/mfu/ref"}
+    _check_training_records(records, expected, old_log_prob_pass=False)
     assert not any(key.startswith("critic/values") for key in records[1]["data"])
     assert "Mean training reward: first quarter" in proc.stdout
 
@@ -98,10 +107,11 @@ def test_ppo_with_critic_two_steps_hf_rollout(tmp_path):
     overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.skip_old_log_prob_on_policy=False",  # keeps the separate pass covered
     ]
     proc, records = run_main_ppo(overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)
-    _check_training_records(records, COMMON_KEYS | CRITIC_KEYS)
+    _check_training_records(records, COMMON_KEYS | CRITIC_KEYS | OLD_LOG_PROB_KEYS)
 
 
 def test_bad_config_exits_nonzero_without_starting_ray(tmp_path):

@@ -44,3 +44,40 @@ def test_unsupported_architecture_is_rejected():
 
     with pytest.raises(ValueError, match="model_type"):
         FlopsCounter(AutoConfig.for_model("gpt2"))
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_forward_only_and_value_head_hand_counts(arch):
+    """A forward pass is 2·N·T + 4·Σs²·d·h·L; a critic's output layer is hidden x 1, not the vocabulary."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(tiny_model_path(arch))
+    model = AutoModelForCausalLM.from_config(config)
+    body = sum(m.weight.numel() for name, m in model.named_modules() if isinstance(m, nn.Linear) and name != "lm_head")
+    seqlens = [3, 10]
+    head_dim = config.hidden_size // config.num_attention_heads
+    attention_fwd = 4 * (9 + 100) * head_dim * config.num_attention_heads * config.num_hidden_layers
+    lm_head = config.vocab_size * config.hidden_size
+    assert FlopsCounter(config, "cpu").step_flops(seqlens, backward=False) == 2 * (body + lm_head) * 13 + attention_fwd
+    critic = FlopsCounter(config, "cpu", output_size=1)
+    assert critic.step_flops(seqlens) == 6 * (body + config.hidden_size) * 13 + 3 * attention_fwd
+
+
+def test_phase_mfu_uses_the_whole_batch_over_all_ranks():
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from verl.protocol import DataProto
+    from verl.workers.actor.role_utils import phase_mfu
+
+    counter = FlopsCounter(AutoConfig.from_pretrained(tiny_model_path("llama")), device_name="NVIDIA H100")
+    # 4 ranks: 2 data-parallel groups of 2 sequence-parallel peers
+    engine = SimpleNamespace(world_size=4, ulysses=SimpleNamespace(sp_size=2))
+    data = DataProto.from_dict(tensors={"attention_mask": torch.ones(2, 4)}, meta_info={"global_token_num": [4, 4, 6]})
+    expected = counter.step_flops([4, 4, 6], backward=False) / 0.5 / 1e12 / (989.0 * 4)
+    assert phase_mfu(counter, data, 0.5, engine, backward=False) == pytest.approx(expected)
+    data.meta_info.pop("global_token_num")  # only this rank's rows known: its share on its sequence-parallel group
+    expected = counter.step_flops([4, 4]) * 3 / 0.5 / 1e12 / (989.0 * 2)
+    assert phase_mfu(counter, data, 0.5, engine, backward=True, passes=3) == pytest.approx(expected)
+    assert phase_mfu(None, data, 0.5, engine, backward=True) is None

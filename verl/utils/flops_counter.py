@@ -3,8 +3,12 @@
 For ``T = sum(seqlens)`` tokens and ``N`` matmul parameters (everything but the input embedding lookup),
 forward + backward cost ``6 N T`` (Kaplan et al. 2020, arXiv:2001.08361 §2.1) plus causal attention
 ``12 * sum(s^2) * head_dim * num_heads * num_layers`` (scores and weighted sum, forward 4·s²·d per layer and
-head, backward twice that). The device's peak comes from a table of dense bf16 tensor-core numbers;
-an unknown device (CPU included) has no peak, and MFU is then reported as 0, never guessed.
+head, backward twice that); a forward pass alone (log-probs, values) is a third of that: ``2 N T`` and
+``4 * sum(s^2) * ...``. These are model FLOPs: activation recomputation and the fused head's recomputed logits
+are not counted (MFU, not hardware FLOPs utilisation). The output layer is the vocabulary projection of a
+causal LM, or a ``hidden x 1`` value head for a critic (``output_size=1``). The attention term counts the full
+``s x s`` score matrix, as verl's counter does. The device's peak comes from a table of dense bf16 tensor-core
+numbers; an unknown device (CPU included) has no peak, and MFU is then reported as 0, never guessed.
 """
 
 from __future__ import annotations
@@ -40,38 +44,47 @@ def get_device_peak_tflops(device_name: str | None = None) -> float | None:
 class FlopsCounter:
     """Estimate achieved TFLOPS of a step from its sequence lengths and time (dense Llama/Qwen2/Mistral)."""
 
-    def __init__(self, config, device_name: str | None = None):
+    def __init__(self, config, device_name: str | None = None, output_size: int | None = None):
         model_type = getattr(config, "model_type", None)
         if model_type not in DENSE_MODEL_TYPES:
             raise ValueError(
                 f"FlopsCounter supports dense decoder models {sorted(DENSE_MODEL_TYPES)}; got model_type={model_type!r}"
             )
         self.config = config
+        self.output_size = output_size if output_size is not None else config.vocab_size
         self.peak_tflops = get_device_peak_tflops(device_name)
 
     def matmul_params(self) -> int:
-        """Parameters that take part in matmuls: attention and MLP projections of every layer and the LM head."""
+        """Parameters that take part in matmuls: attention and MLP projections of every layer and the output
+        layer (``output_size x hidden``)."""
         c = self.config
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
         q_width = c.num_attention_heads * head_dim
         attention = c.hidden_size * (q_width + 2 * kv_heads * head_dim) + q_width * c.hidden_size
         mlp = 3 * c.hidden_size * c.intermediate_size
-        return c.num_hidden_layers * (attention + mlp) + c.vocab_size * c.hidden_size
+        return c.num_hidden_layers * (attention + mlp) + self.output_size * c.hidden_size
 
-    def step_flops(self, batch_seqlens: list[int]) -> float:
-        """Forward + backward FLOPs of one pass over sequences of lengths ``batch_seqlens``."""
+    def step_flops(self, batch_seqlens: list[int], backward: bool = True) -> float:
+        """FLOPs of one pass over sequences of lengths ``batch_seqlens``: forward + backward, or forward alone."""
         c = self.config
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         tokens = sum(batch_seqlens)
         square_sum = sum(s * s for s in batch_seqlens)
         dense = 6 * self.matmul_params() * tokens
         attention = 12 * square_sum * head_dim * c.num_attention_heads * c.num_hidden_layers
-        return float(dense + attention)
+        return float(dense + attention) if backward else float(dense + attention) / 3
 
-    def estimate_flops(self, batch_seqlens: list[int], delta_time: float) -> tuple[float, float | None]:
+    def estimate_flops(
+        self, batch_seqlens: list[int], delta_time: float, backward: bool = True
+    ) -> tuple[float, float | None]:
         """``(achieved TFLOPS, peak TFLOPS of one device or None)``; divide achieved by world size × peak for MFU."""
-        return self.step_flops(batch_seqlens) / delta_time / 1e12, self.peak_tflops
+        return self.step_flops(batch_seqlens, backward) / delta_time / 1e12, self.peak_tflops
+
+    def mfu(self, batch_seqlens: list[int], delta_time: float, world_size: int, backward: bool = True) -> float:
+        """MFU of ``world_size`` devices that together ran one pass over ``batch_seqlens`` in ``delta_time`` s."""
+        achieved, peak = self.estimate_flops(batch_seqlens, delta_time, backward)
+        return compute_mfu(achieved, peak, world_size)
 
 
 def compute_mfu(achieved_tflops: float, peak_tflops: float | None, world_size: int) -> float:

@@ -11,6 +11,8 @@ rows and only the first of them is collected.
 Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``, and
 ``actor_ref`` (an actor without a rollout engine, as on the trainer pool of the one-step off-policy recipe).
 ``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
+Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of their own
+(``actor_infer_metrics``, ``ref_metrics``, ``critic_infer_metrics``), so outputs of several phases still union.
 """
 
 from __future__ import annotations
@@ -187,14 +189,18 @@ class ActorRolloutRefWorker(Worker):
         tensors = {"old_log_probs": log_probs, "entropys": entropys}
         if self.config.actor.calculate_sum_pi_squared:
             tensors["sum_pi_squared"] = actor.actor.compute_sum_pi_squared(data)
-        return DataProto.from_dict(tensors=tensors, meta_info={"temperature": temperature})
+        return DataProto.from_dict(
+            tensors=tensors, meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         ref = self._require("ref", "compute_ref_log_prob")
         temperature = float(self.config.rollout.temperature)
         log_probs = ref.compute_ref_log_prob(data, log_prob_meta(self.config.ref, temperature))
-        return DataProto.from_dict(tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature})
+        return DataProto.from_dict(
+            tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature, "ref_metrics": ref.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def update_actor(self, data: DataProto) -> DataProto:
@@ -230,7 +236,10 @@ class CriticWorker(Worker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict(tensors={"values": self.critic.compute_values(data)})
+        values = self.critic.compute_values(data)
+        return DataProto.from_dict(
+            tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def update_critic(self, data: DataProto) -> DataProto:

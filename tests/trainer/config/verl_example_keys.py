@@ -142,12 +142,12 @@ WORKING = [
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
     "critic.ulysses_sequence_parallel_size=2",
     "data.image_key=images",
+    "actor_rollout_ref.model.use_fused_kernels=True",
 ]
 """verl example overrides that this build runs."""
 
 PINNED = {
     "actor_rollout_ref.rollout.data_parallel_size=1": 14,
     "actor_rollout_ref.rollout.expert_parallel_size=1": 14,
-    "actor_rollout_ref.model.use_fused_kernels=True": 15,
 }
 """verl example overrides that fail before Ray starts with "not supported yet" and the issue they wait on."""

@@ -264,3 +264,67 @@ def test_sequence_parallel_update_matches_single_process_reference(setup):
             torch.testing.assert_close(result["entropys"][mask], expected_entropy[mask], atol=2e-5, rtol=1e-5)
             assert torch.all(result["log_probs"][~mask] == 0)
         assert_update_matches_reference(results[0], reference, variant)
+
+
+def _on_policy_rank(rank, world, model_path, batch):
+    """The same on-policy step twice from the same weights: old_log_probs from a compute_log_prob pass, and
+    without them (taken from the update's own forward). Returns both steps' metrics, clipped grads, params."""
+    from verl.protocol import DataProto
+    from verl.workers.actor import DataParallelPPOActor
+    from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
+    from verl.workers.engine.fsdp.engine import FSDPEngine
+
+    optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS})
+    fields = dict(ppo_mini_batch_size=BATCH // world, ppo_micro_batch_size_per_gpu=2, use_kl_loss=True, optim=optim)
+    out = {}
+    for path in ("recomputed", "from_update"):
+        engine = FSDPEngine(HFModelConfig(path=model_path), FSDPEngineConfig(), optim, role="actor").initialize()
+        actor = DataParallelPPOActor(FSDPActorConfig(**fields), engine.module, engine.optimizer)
+        tensors = {k: v for k, v in batch.items() if k != "old_log_probs"}
+        data = DataProto.from_dict(tensors=tensors, meta_info={"temperature": 1.0}).chunk(world)[rank]
+        if path == "recomputed":
+            data.meta_info.update(micro_batch_size=4, use_dynamic_bsz=False)
+            data.batch["old_log_probs"], out["entropys"] = actor.compute_log_prob(data, calculate_entropy=True)
+        grads = {}
+
+        def capture(optimizer, args, kwargs, grads=grads, engine=engine):
+            for name, param in engine.module.named_parameters():
+                grads[name] = param.grad.full_tensor()
+
+        engine.optimizer.register_step_pre_hook(capture)
+        metrics = actor.update_policy(data)
+        out[path] = {"metrics": metrics, "grads": grads, "params": dict(engine.iter_full_state_dict())}
+    off_policy = DataParallelPPOActor(FSDPActorConfig(**fields, ppo_epochs=2), engine.module, engine.optimizer)
+    try:
+        off_policy.update_policy(data.select(batch_keys=[k for k in data.batch.keys() if k != "old_log_probs"]))
+    except ValueError as error:
+        out["off_policy_error"] = str(error)
+    return out
+
+
+def test_on_policy_old_log_probs_from_the_update_match_the_recomputed_pass(setup):
+    """The skip of the old-log-prob pass is exact: same loss, grad norm, clipped grads and step; ``actor/entropy``
+    of the update equals the token-mean of the skipped pass's entropies; off-policy steps refuse to skip."""
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    path, batch, _ = setup
+    world = 2
+    per_rank = run_on_ranks(_on_policy_rank, world, path, batch)
+    recomputed, from_update = per_rank[0]["recomputed"], per_rank[0]["from_update"]
+    for name in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/ppo_kl", "actor/pg_clipfrac"):
+        assert from_update["metrics"][name][0] == pytest.approx(recomputed["metrics"][name][0], rel=1e-5, abs=1e-7)
+    assert abs(from_update["metrics"]["actor/ppo_kl"][0]) < 1e-6  # ratio 1: π_old is the policy itself
+    entropys = torch.cat([r["entropys"] for r in per_rank])
+    expected_entropy = float(agg_loss(entropys, batch["response_mask"].float(), "token-mean"))
+    assert from_update["metrics"]["actor/entropy"][0] == pytest.approx(expected_entropy, rel=1e-5)
+    assert "actor/entropy" not in recomputed["metrics"]  # entropy_coeff=0: the update measures none
+    for name, grad in recomputed["grads"].items():
+        assert_grads_match(name, from_update["grads"][name], grad)
+    for name, expected in recomputed["params"].items():
+        grad = recomputed["grads"].get(TIED.get(name, name))
+        if grad is None:  # a buffer
+            torch.testing.assert_close(from_update["params"][name], expected, atol=PARAM_ATOL, rtol=0)
+            continue
+        clear = grad.abs() > 100 * EPS  # where Adam's first step is lr * sign(g), far from rounding
+        torch.testing.assert_close(from_update["params"][name][clear], expected[clear], atol=PARAM_ATOL, rtol=0)
+    assert "ppo_epochs=2" in per_rank[0]["off_policy_error"]

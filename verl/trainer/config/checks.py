@@ -331,6 +331,30 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _trainer_errors(cfg, world)
     errors += rollout_mode_errors(cfg)
     errors += megatron_errors(cfg)
+    errors += _kernel_errors(cfg)
+    return errors
+
+
+def _kernel_errors(cfg: PPOConfig) -> list[str]:
+    """Liger kernels need CUDA and the liger-kernel package; the fused log-prob head runs without sequence
+    parallelism (checked here, before Ray or a model starts)."""
+    from verl.workers.engine.fsdp.liger import liger_unavailable_reason
+
+    models = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
+    if need_critic(cfg):
+        models.append(("critic.model", cfg.critic.model))
+    errors = []
+    sp = cfg.actor_rollout_ref.actor.ulysses_sequence_parallel_size
+    if cfg.actor_rollout_ref.model.use_fused_kernels and sp > 1:
+        errors.append(
+            f"actor_rollout_ref.model.use_fused_kernels=True does not combine with "
+            f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp}; set one of them back"
+        )
+    for key, model in models:
+        if getattr(model, "use_liger", False):
+            reason = liger_unavailable_reason()
+            if reason is not None:
+                errors.append(reason.replace("actor_rollout_ref.model", key))
     return errors
 
 

@@ -40,7 +40,13 @@ from verl.trainer.ppo.metric_utils import (
 )
 from verl.trainer.ppo.reward import compute_reward_async, compute_reward_with_metrics, rows_in_order
 from verl.trainer.ppo.rollout_modes import build_rollout_generator
-from verl.trainer.ppo.utils import Role, need_critic, need_reference_policy, need_reward_baselines
+from verl.trainer.ppo.utils import (
+    Role,
+    need_critic,
+    need_reference_policy,
+    need_reward_baselines,
+    old_log_probs_from_update,
+)
 from verl.trainer.ppo.validation import run_validation, split_generation_inputs
 from verl.trainer.ppo.worker_groups import build_worker_groups
 from verl.utils.profiler import marked_timer
@@ -94,6 +100,7 @@ class RayPPOTrainer:
         self.use_critic = need_critic(config)
         self.use_reference_policy = need_reference_policy(config)
         self.use_reward_baselines = need_reward_baselines(config)
+        self.old_log_probs_from_update = old_log_probs_from_update(config)
         self.async_reward = config.reward_model.launch_reward_fn_async
         self.rm_wg = None
         self._pending_reward = None
@@ -319,7 +326,9 @@ class RayPPOTrainer:
     def _recompute_old_log_probs(self, batch: DataProto, metrics: dict) -> DataProto:
         """π_old(a|s) of the current actor -> ``old_log_probs``; its mean entropy -> ``actor/entropy``.
 
-        With ``algorithm.rollout_correction.bypass_mode`` the rollout engine's log-probs are used instead.
+        With ``algorithm.rollout_correction.bypass_mode`` the rollout engine's log-probs are used instead. Not
+        called on on-policy steps (:func:`old_log_probs_from_update`): the actor update then takes them from its
+        own forward pass, which computes exactly these values.
         """
         if self.config.algorithm.rollout_correction.bypass_mode and "rollout_log_probs" in batch.batch.keys():
             batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
@@ -330,14 +339,18 @@ class RayPPOTrainer:
             loss_agg_mode = self.config.actor_rollout_ref.actor.loss_agg_mode
             entropy = core_algos.agg_loss(entropys, batch.batch["response_mask"], loss_agg_mode)
             metrics["actor/entropy"] = float(entropy)
-        output.meta_info.pop("metrics", None)
+        metrics.update(output.meta_info.pop("actor_infer_metrics", None) or {})
         return batch.union(output)
 
-    def _compute_ref_log_probs(self, batch: DataProto) -> DataProto:
-        return batch.union(self.ref_policy_wg.compute_ref_log_prob(batch))
+    def _compute_ref_log_probs(self, batch: DataProto, metrics: dict) -> DataProto:
+        output = self.ref_policy_wg.compute_ref_log_prob(batch)
+        metrics.update(output.meta_info.pop("ref_metrics", None) or {})
+        return batch.union(output)
 
-    def _compute_values(self, batch: DataProto) -> DataProto:
-        return batch.union(self.critic_wg.compute_values(batch))
+    def _compute_values(self, batch: DataProto, metrics: dict) -> DataProto:
+        output = self.critic_wg.compute_values(batch)
+        metrics.update(output.meta_info.pop("critic_infer_metrics", None) or {})
+        return batch.union(output)
 
     def _apply_kl_in_reward(self, batch: DataProto, metrics: dict) -> DataProto:
         """``token_level_rewards = scores - β·KL(π_old || π_ref)`` with ``use_kl_in_reward``, else the scores."""
@@ -352,8 +365,9 @@ class RayPPOTrainer:
 
     def _apply_rollout_correction(self, batch: DataProto, metrics: dict) -> DataProto:
         """Importance weights / rejection for the rollout-vs-training mismatch (``algorithm.rollout_correction``),
-        with its ``rollout_corr/*`` metrics; needs the rollout's log-probs (``rollout.calculate_log_probs``)."""
-        if "rollout_log_probs" not in batch.batch.keys():
+        with its ``rollout_corr/*`` metrics; needs the rollout's log-probs (``rollout.calculate_log_probs``) and
+        ``old_log_probs`` (absent on on-policy steps, which skip the diagnostics: the update computes π_old)."""
+        if "rollout_log_probs" not in batch.batch.keys() or "old_log_probs" not in batch.batch.keys():
             return batch
         batch, correction_metrics = core_algos.compute_rollout_correction_and_add_to_batch(
             batch, self.config.algorithm.rollout_correction
@@ -402,14 +416,15 @@ class RayPPOTrainer:
         """Everything after scoring: old/reference log-probs, values, advantages, critic and actor updates."""
         batch = self._balance_batch(batch, metrics)
         batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
-        with marked_timer("old_log_prob", timing_raw):
-            batch = self._recompute_old_log_probs(batch, metrics)
+        if not self.old_log_probs_from_update:  # else the update's own forward pass gives them
+            with marked_timer("old_log_prob", timing_raw):
+                batch = self._recompute_old_log_probs(batch, metrics)
         if self.use_reference_policy:
             with marked_timer("ref", timing_raw):
-                batch = self._compute_ref_log_probs(batch)
+                batch = self._compute_ref_log_probs(batch, metrics)
         if self.use_critic:
             with marked_timer("values", timing_raw):
-                batch = self._compute_values(batch)
+                batch = self._compute_values(batch, metrics)
         with marked_timer("adv", timing_raw):
             batch = self._rewards_and_advantages(batch, timing_raw, metrics)
         if self.use_critic:

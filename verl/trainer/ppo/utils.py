@@ -17,6 +17,7 @@ __all__ = [
     "need_critic",
     "need_reference_policy",
     "need_reward_baselines",
+    "old_log_probs_from_update",
 ]
 
 
@@ -67,3 +68,36 @@ def need_reference_policy(config: Any) -> bool:
 def need_reward_baselines(config: Any) -> bool:
     """Whether the estimator takes ``reward_baselines`` (ReMax): the reward of a greedy rollout per prompt."""
     return "reward_baselines" in estimator_inputs(config.algorithm.adv_estimator)
+
+
+def old_log_probs_from_update(config: Any) -> bool:
+    """Whether a step may skip its ``compute_log_prob`` pass and let the actor update take ``old_log_probs`` from
+    its own forward pass (detached), with ``actor.skip_old_log_prob_on_policy`` on.
+
+    Exact when the step is on-policy — one epoch (``ppo_epochs=1``) over one mini-batch
+    (``ppo_mini_batch_size == data.train_batch_size``): the update's forward runs the policy that generated the
+    batch, before its only optimizer step, so its log-probs are π_old's. Not allowed when something reads
+    ``old_log_probs`` before the update: the KL penalty in the reward (``algorithm.use_kl_in_reward``), rollout
+    correction (``algorithm.rollout_correction`` importance weights, rejection, veto or bypass), the rollout-vs-
+    training log-prob diagnostics a user asks for with ``rollout.calculate_log_probs``, an advantage estimator
+    that takes them, ``actor.calculate_sum_pi_squared`` (computed in that pass) or ``actor.adaptive_entropy`` (its
+    coefficient follows that pass's entropy).
+    """
+    actor = config.actor_rollout_ref.actor
+    if not bool(getattr(actor, "skip_old_log_prob_on_policy", True)):
+        return False
+    if int(actor.ppo_epochs) != 1 or int(actor.ppo_mini_batch_size) != int(config.data.train_batch_size):
+        return False
+    correction = getattr(config.algorithm, "rollout_correction", None)
+    corrects = any(
+        getattr(correction, key, None)
+        for key in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold", "bypass_mode")
+    )
+    diagnostics = bool(getattr(config.actor_rollout_ref.rollout, "calculate_log_probs", False))
+    # the log-prob pass also computes sum_v pi^2 (actor.calculate_sum_pi_squared)
+    sum_pi_squared = bool(getattr(actor, "calculate_sum_pi_squared", False))
+    # adaptive entropy control sets the update's coefficient from that pass's entropy
+    adaptive_entropy = bool(getattr(getattr(actor, "adaptive_entropy", None), "enabled", False))
+    if config.algorithm.use_kl_in_reward or corrects or diagnostics or sum_pi_squared or adaptive_entropy:
+        return False
+    return "old_log_probs" not in estimator_inputs(config.algorithm.adv_estimator)

@@ -9,6 +9,11 @@ only, and token budgets (``*_max_token_len_per_gpu``) are multiplied by the grou
 budget is per GPU, and a GPU holds ``1 / sp`` of a micro-batch's tokens).
 
     loss = pg_loss - entropy_coeff * entropy + kl_loss_coef * KL(pi || pi_ref)     (all via ``agg_loss``)
+
+On-policy steps (one epoch, one mini-batch) may come without ``old_log_probs``: π_old is then the policy being
+updated, before its only optimizer step, so ``old_log_probs = log_prob.detach()`` of the update's own forward pass
+(verl does the same), and ``actor/entropy`` is measured in that pass too; the trainer skips its separate
+``compute_log_prob`` pass for such steps (``actor.skip_old_log_prob_on_policy``).
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ from verl.workers.actor.base import BasePPOActor
 from verl.workers.actor.loss import (
     SUMMED_METRICS,
     actor_loss,
-    entropy_coeff,
     mini_batches,
+    needs_entropy,
     reduce_step_metrics,
+    require_on_policy,
     update_keys,
 )
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.forward import forward_log_probs
+from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
 from verl.workers.engine.micro_batches import (
@@ -76,6 +83,8 @@ class DataParallelPPOActor(BasePPOActor):
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = True,
         ulysses: UlyssesMesh | None = None,
+        use_fused_kernels: bool = False,
+        use_torch_compile: bool = False,
     ):
         super().__init__(config)
         self.actor_module = actor_module
@@ -86,15 +95,21 @@ class DataParallelPPOActor(BasePPOActor):
         self.dp_group = self.ulysses.dp_group if self.ulysses is not None else None  # None: every rank
         if self.ulysses is not None and not use_remove_padding:
             raise ValueError("ulysses_sequence_parallel_size > 1 needs actor_rollout_ref.model.use_remove_padding=True")
+        self.use_fused_kernels = use_fused_kernels
+        self.use_torch_compile = use_torch_compile
+        if use_fused_kernels:
+            check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
     def _entropy_fn(self):
-        """Entropy over the vocabulary: in chunks (``entropy_from_logits_with_chunking``) and/or recomputed in the
-        backward pass instead of storing its activations (``entropy_checkpointing``)."""
+        """None: the entropy comes with the log-probs, a chunk of rows at a time, its backward recomputing each
+        chunk (:mod:`verl.utils.chunked_logprobs`), which is what ``entropy_from_logits_with_chunking`` asks for.
+        With ``entropy_checkpointing`` it is computed from the logits (in chunks when asked) and recomputed in the
+        backward pass instead of storing its activations."""
+        if not self.config.entropy_checkpointing:
+            return None
         entropy_fn = entropy_from_logits_with_chunking if self.config.entropy_from_logits_with_chunking else None
         entropy_fn = entropy_fn or entropy_from_logits
-        if not self.config.entropy_checkpointing:
-            return entropy_fn
         return lambda logits: torch.utils.checkpoint.checkpoint(entropy_fn, logits, use_reentrant=False)
 
     def _forward_micro_batch(
@@ -117,6 +132,8 @@ class DataParallelPPOActor(BasePPOActor):
                 multi_modal_rows, micro_batch, micro_batch["input_ids"].device
             ),
             ulysses=self.ulysses,
+            use_fused_kernels=self.use_fused_kernels,
+            compiled=self.use_torch_compile,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()
@@ -165,14 +182,18 @@ class DataParallelPPOActor(BasePPOActor):
         return mini_batches(self.config, data, epoch)
 
     def _micro_batch_loss(self, micro_batch, temperature: float, counts: tuple[float, float], multi_modal_rows=None):
-        """The micro-batch's share of the mini-batch loss, and its metrics."""
+        """The micro-batch's share of the mini-batch loss, and its metrics (without ``old_log_probs``, on-policy:
+        the entropy is measured too, for ``actor/entropy``)."""
         log_prob, entropy = self._forward_micro_batch(
-            micro_batch, temperature, entropy_coeff(self.config) != 0, multi_modal_rows
+            micro_batch, temperature, needs_entropy(self.config, micro_batch), multi_modal_rows
         )
         return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
     def _update_keys(self, data: DataProto) -> list[str]:
-        """Batch columns the update reads."""
+        """Batch columns the update reads; without ``old_log_probs`` the PPO loss takes them from its own forward
+        pass, which only an on-policy step allows (a recipe loss that reads no ``old_log_probs`` overrides this)."""
+        if "old_log_probs" not in data.batch.keys():
+            require_on_policy(self.config, data)
         return update_keys(self.config, data, MODEL_INPUT_KEYS)
 
     def _global_counts(self, mini_batch: DataProto) -> tuple[float, float]:

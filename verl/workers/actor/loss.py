@@ -4,6 +4,11 @@
 
 Each term is aggregated with the mini-batch's global token / sequence counts over all data-parallel ranks, so
 the micro-batch losses of all ranks sum to the mini-batch loss whatever the split.
+
+An on-policy step (one epoch over one mini-batch) may come without ``old_log_probs``: π_old is the policy being
+updated, before its only optimizer step, so ``old_log_probs = log_prob.detach()`` (verl does the same), and the
+entropy is measured in the same forward pass for ``actor/entropy`` (the trainer skips its separate log-prob pass,
+``actor.skip_old_log_prob_on_policy``).
 """
 
 from __future__ import annotations
@@ -27,18 +32,42 @@ def entropy_coeff(config) -> float:
     return float(getattr(config, "entropy_coeff", 0.0) or 0.0)
 
 
+def is_on_policy_batch(micro_batch) -> bool:
+    """True when the batch carries no ``old_log_probs``: they come from the update's own forward pass."""
+    return "old_log_probs" not in micro_batch.keys()
+
+
+def needs_entropy(config, micro_batch) -> bool:
+    """The forward pass computes the entropy: for the loss (``entropy_coeff != 0``) or, on-policy, for the
+    ``actor/entropy`` metric the skipped log-prob pass would have reported."""
+    return entropy_coeff(config) != 0 or is_on_policy_batch(micro_batch)
+
+
+def require_on_policy(config, data: DataProto) -> None:
+    """Without ``old_log_probs`` the step must be on-policy: one epoch over one (per-rank) mini-batch."""
+    epochs, mini_batch_size = int(config.ppo_epochs), int(config.ppo_mini_batch_size)
+    if epochs != 1 or len(data) != mini_batch_size:
+        raise ValueError(
+            f"update_policy got no old_log_probs, which only an on-policy step can take from its own forward pass; "
+            f"this one has ppo_epochs={epochs} and {len(data) // max(1, mini_batch_size)} mini-batches of "
+            f"{mini_batch_size} rows. Compute old_log_probs first (compute_log_prob)"
+        )
+
+
 def actor_loss(
     config, log_prob: torch.Tensor, entropy: torch.Tensor | None, micro_batch, counts: tuple[float, float]
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``(loss, metrics)`` of a micro-batch from its ``log_prob`` and ``entropy`` ``(bs, R)`` (entropy only when
-    ``entropy_coeff != 0``); ``micro_batch`` holds ``response_mask``, ``old_log_probs``, ``advantages`` and, as
-    configured, ``ref_log_prob`` and ``rollout_is_weights``; ``counts`` are the global ``(tokens, sequences)``."""
+    """``(loss, metrics)`` of a micro-batch from its ``log_prob`` and ``entropy`` ``(bs, R)`` (entropy as
+    :func:`needs_entropy` says); ``micro_batch`` holds ``response_mask``, ``advantages``, ``old_log_probs`` (absent
+    on-policy) and, as configured, ``ref_log_prob`` and ``rollout_is_weights``; ``counts`` are the global
+    ``(tokens, sequences)``."""
     loss_agg_mode = config.loss_agg_mode
     num_tokens, num_seqs = counts
     response_mask = micro_batch["response_mask"].to(log_prob.dtype)
     policy_loss_fn = get_policy_loss_fn(config.policy_loss.loss_mode)
+    old_log_prob = log_prob.detach() if is_on_policy_batch(micro_batch) else micro_batch["old_log_probs"]
     pg_loss, pg_metrics = policy_loss_fn(
-        old_log_prob=micro_batch["old_log_probs"],
+        old_log_prob=old_log_prob,
         log_prob=log_prob,
         advantages=micro_batch["advantages"],
         response_mask=response_mask,
@@ -54,9 +83,10 @@ def actor_loss(
         metrics[name if name.startswith("actor/") else f"actor/{name}"] = scalar(value)
     agg = dict(loss_agg_mode=loss_agg_mode, global_num_tokens=num_tokens, global_num_seqs=num_seqs)
     coeff = entropy_coeff(config)
-    if coeff != 0:
-        entropy_loss = agg_loss(entropy, response_mask, **agg)
-        loss = loss - coeff * entropy_loss
+    if entropy is not None:
+        entropy_loss = agg_loss(entropy if coeff != 0 else entropy.detach(), response_mask, **agg)
+        if coeff != 0:
+            loss = loss - coeff * entropy_loss
         metrics["actor/entropy"] = scalar(entropy_loss)
     if getattr(config, "use_kl_loss", False):
         kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
@@ -68,8 +98,10 @@ def actor_loss(
 
 
 def update_keys(config, data: DataProto, model_input_keys: list[str]) -> list[str]:
-    """Batch keys an actor update reads."""
-    keys = model_input_keys + ["response_mask", "old_log_probs", "advantages"]
+    """Batch keys an actor update reads (``old_log_probs`` when the batch has them: see :func:`require_on_policy`)."""
+    keys = model_input_keys + ["response_mask", "advantages"]
+    if "old_log_probs" in data.batch.keys():
+        keys.append("old_log_probs")
     if getattr(config, "use_kl_loss", False):
         keys.append("ref_log_prob")
     if "rollout_is_weights" in data.batch.keys():

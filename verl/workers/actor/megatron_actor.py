@@ -18,7 +18,14 @@ import torch
 from verl.protocol import DataProto
 from verl.utils.device import current_device
 from verl.workers.actor.base import BasePPOActor
-from verl.workers.actor.loss import actor_loss, entropy_coeff, mini_batches, reduce_step_metrics, update_keys
+from verl.workers.actor.loss import (
+    actor_loss,
+    mini_batches,
+    needs_entropy,
+    reduce_step_metrics,
+    require_on_policy,
+    update_keys,
+)
 from verl.workers.engine.micro_batches import all_reduce_sum, global_counts, plan_micro_batches
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
@@ -74,7 +81,7 @@ class MegatronPPOActor(BasePPOActor):
     def _loss_step(self, micro_batches, temperature, counts, index, packed, output):
         """Loss and metrics of micro-batch ``index`` from the last stage's ``output``."""
         micro_batch = micro_batches[index]
-        calculate_entropy = entropy_coeff(self.config) != 0
+        calculate_entropy = needs_entropy(self.config, micro_batch)
         log_prob, entropy = self._log_probs(micro_batch, packed, output, temperature, calculate_entropy)
         return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
@@ -87,6 +94,8 @@ class MegatronPPOActor(BasePPOActor):
             raise RuntimeError("update_policy needs an optimizer; build the engine with role='actor'")
         config = self.config
         temperature = data.meta_info.get("temperature", 1.0)
+        if "old_log_probs" not in data.batch.keys():
+            require_on_policy(config, data)
         data = data.select(batch_keys=update_keys(config, data, MODEL_INPUT_KEYS))
         metrics: dict[str, list[float]] = defaultdict(list)
         engine.load_params()

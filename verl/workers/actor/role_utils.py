@@ -39,6 +39,27 @@ def per_rank_mini_batch_size(config, rollout_n: int, dp_size: int, key: str) -> 
     return sequences // dp_size
 
 
+def make_flops_counter(hf_config, output_size: int | None = None):
+    """A :class:`FlopsCounter` for the dense architectures it knows, else None (no MFU metric)."""
+    from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter
+
+    if hf_config.model_type not in DENSE_MODEL_TYPES:
+        return None
+    return FlopsCounter(hf_config, output_size=output_size)
+
+
+def phase_mfu(flops_counter, data, elapsed: float, engine, backward: bool, passes: int = 1) -> float | None:
+    """MFU of a phase that ran ``passes`` passes over ``data`` in ``elapsed`` seconds on this rank. The whole
+    batch's lengths (``meta_info['global_token_num']``, set by the trainer) over all of ``engine``'s ranks when
+    known, else this rank's rows over its sequence-parallel group. None without a counter."""
+    if flops_counter is None:
+        return None
+    seqlens, world = data.meta_info.get("global_token_num"), engine.world_size
+    if seqlens is None:  # only this rank's share is known (computed by its sequence-parallel group)
+        seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), engine.ulysses.sp_size
+    return passes * flops_counter.mfu(seqlens, elapsed, world, backward=backward)
+
+
 def max_memory_allocated_gb() -> float:
     """Peak accelerator memory of this process in GB; on CPU the peak resident set size."""
     if torch.cuda.is_available():

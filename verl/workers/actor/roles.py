@@ -12,10 +12,15 @@ import torch
 
 from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
-from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.actor.loss import step_overrides
-from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.actor.role_utils import (
+    make_flops_counter,
+    max_memory_allocated_gb,
+    per_rank_mini_batch_size,
+    phase_mfu,
+    with_fields,
+)
 from verl.workers.engine.registry import get_engine_cls
 
 
@@ -50,12 +55,14 @@ class ActorRole:
             self.engine.optimizer,
             use_remove_padding=bool(model_config.use_remove_padding),
             ulysses=self.engine.ulysses,
+            use_fused_kernels=bool(model_config.use_fused_kernels),
+            use_torch_compile=self.engine.use_torch_compile,
         )
         self.checkpoint_manager = FSDPCheckpointManager(
             self.engine.module, self.engine.optimizer, self.engine.lr_scheduler, tokenizer, actor_config.checkpoint
         )
-        hf_config = self.engine.hf_config()
-        self.flops_counter = FlopsCounter(hf_config) if hf_config.model_type in DENSE_MODEL_TYPES else None
+        self.flops_counter = make_flops_counter(self.engine.hf_config())
+        self.last_metrics: dict = {}
         self.engine.offload_optimizer()
 
     @property
@@ -63,8 +70,13 @@ class ActorRole:
         return self.engine.module
 
     def compute_log_prob(self, data: DataProto, meta: dict, calculate_entropy: bool = True):
+        """``(log_probs, entropys)``; ``self.last_metrics`` gets ``perf/mfu/actor_infer``."""
         data.meta_info.update(meta)
-        return self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
+        start = time.perf_counter()
+        out = self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/actor_infer": mfu}
+        return out
 
     def update(self, data: DataProto) -> dict:
         """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
@@ -75,13 +87,10 @@ class ActorRole:
             metrics = self.actor.update_policy(data)
         elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
-        if self.flops_counter is not None:
-            seqlens = data.meta_info.get("global_token_num")
-            world = self.engine.world_size
-            if seqlens is None:  # only this rank's share is known (computed by its sequence-parallel group)
-                seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), self.engine.ulysses.sp_size
-            achieved, peak = self.flops_counter.estimate_flops(seqlens, elapsed)
-            metrics["perf/mfu/actor"] = compute_mfu(achieved * int(self.config.ppo_epochs), peak, world)
+        epochs = int(self.config.ppo_epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
+        if mfu is not None:
+            metrics["perf/mfu/actor"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
         metrics["actor/lr"] = self.engine.lr_scheduler_step()
         return metrics
@@ -114,11 +123,19 @@ class ReferenceRole:
             None,
             use_remove_padding=bool(model_config.use_remove_padding),
             ulysses=self.engine.ulysses,
+            use_fused_kernels=bool(model_config.use_fused_kernels),
+            use_torch_compile=self.engine.use_torch_compile,
         )
+        self.flops_counter = make_flops_counter(self.engine.hf_config())
+        self.last_metrics: dict = {}
 
     def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
+        """Reference log-probs ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/ref``."""
         data.meta_info.update(meta)
+        start = time.perf_counter()
         log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
         return log_probs
 
 
@@ -129,11 +146,16 @@ class LoraReferenceRole:
     def __init__(self, actor_role: ActorRole, ref_config):
         self.actor_role = actor_role
         self.config = ref_config
+        self.last_metrics: dict = {}
 
     def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
         module = self.actor_role.engine.module
         data.meta_info.update(meta)
         disable = getattr(module, "disable_adapter", None)
+        start = time.perf_counter()
         with disable() if disable is not None else nullcontext():
             log_probs, _ = self.actor_role.actor.compute_log_prob(data, calculate_entropy=False)
+        role = self.actor_role
+        mfu = phase_mfu(role.flops_counter, data, time.perf_counter() - start, role.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
         return log_probs

@@ -110,6 +110,11 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     """Policy loss selection."""
 
+    skip_old_log_prob_on_policy: bool = True
+    """On an on-policy step (``ppo_epochs=1``, ``ppo_mini_batch_size`` equal to ``data.train_batch_size``, no
+    in-reward KL or rollout correction), take ``old_log_probs`` from the update's own forward pass (detached)
+    instead of a separate log-prob pass: the same values, one forward pass less. False always runs the pass."""
+
     freeze_vision_tower: bool = False
     """Vision-language models: keep the vision encoder's weights fixed (only the language model trains)."""
 

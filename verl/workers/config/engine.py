@@ -23,14 +23,21 @@ class WrapPolicyConfig(BaseConfig):
 
 @dataclass
 class MixedPrecisionConfig(BaseConfig):
-    """Compute and gradient-reduction dtypes of FSDP2's ``MixedPrecisionPolicy`` (applied on GPU; CPU runs in
-    ``model_dtype``)."""
+    """Compute and gradient-reduction dtypes of FSDP2's ``MixedPrecisionPolicy`` (applied on GPU; on CPU only
+    with ``on_cpu``, else the CPU runs in ``model_dtype``)."""
 
     param_dtype: str = choice_field("bf16", DTYPE_NAMES)
     """Dtype parameters are all-gathered in for the forward and backward passes."""
 
     reduce_dtype: str = choice_field("fp32", DTYPE_NAMES)
     """Dtype gradients are reduce-scattered in."""
+
+    buffer_dtype: str = choice_field("fp32", DTYPE_NAMES)
+    """Dtype of the model's floating-point buffers (e.g. rotary frequencies)."""
+
+    on_cpu: bool = False
+    """Apply the policy on CPU too; worth it where the CPU multiplies bf16 natively (``lscpu`` flags avx512_bf16,
+    amx_bf16), slower elsewhere."""
 
 
 @dataclass

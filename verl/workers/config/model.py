@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, pinned_field
+from verl.workers.config.base import BaseConfig, choice_field
 
 DEFAULT_MODEL_PATH = "default"
 """Sentinel for ``model.path``: the embedded SmolLM2-135M-Instruct (``verl.utils.default_model``)."""
@@ -22,6 +22,14 @@ def resolve_model_path(path: str) -> str:
 
         return default_model_path()
     return path
+
+
+@dataclass
+class FusedKernelOptions(BaseConfig):
+    """Options of the fused log-prob/entropy head."""
+
+    impl_backend: str = choice_field("torch", ("torch",))
+    """Kernel backend: ``torch`` (chunked PyTorch ops with a hand-written backward; runs on CPU and GPU)."""
 
 
 @dataclass
@@ -46,8 +54,12 @@ class ModelSourceConfig(BaseConfig):
     use_shm: bool = False
     """Load the model from a copy in shared memory (``/dev/shm/verl-cache``), made once per machine."""
 
-    use_fused_kernels: bool = pinned_field(False, (False,), "fused log-prob/entropy kernels", 15)
-    """Fused log-prob/entropy kernels; not available yet (issue 15)."""
+    use_fused_kernels: bool = False
+    """Compute log-probs and entropy from the last hidden states in chunks (fused output layer), so the
+    ``(tokens, vocabulary)`` logits of a micro-batch never exist at once; one more output-layer matmul in backward."""
+
+    fused_kernel_options: FusedKernelOptions = field(default_factory=FusedKernelOptions)
+    """Implementation of the fused log-prob/entropy head (``use_fused_kernels``)."""
 
     @property
     def local_path(self) -> str:
@@ -72,8 +84,8 @@ class HFModelConfig(ModelSourceConfig):
     """Recompute activations in the backward pass to save memory (training roles only)."""
 
     enable_activation_offload: bool = False
-    """Keep the activations saved for backward in host memory (``torch.autograd.graph.save_on_cpu``; training
-    roles only)."""
+    """Keep the activations saved for the backward pass in pinned host memory instead of GPU memory, copied back
+    when the backward pass needs them (training roles only; on a CPU-only machine they are already there)."""
 
     lora_rank: int = 0
     """LoRA rank; 0 trains all weights, a positive value trains LoRA adapters only."""
@@ -87,8 +99,9 @@ class HFModelConfig(ModelSourceConfig):
     exclude_modules: str | None = None
     """Regular expression of module names that never get LoRA adapters."""
 
-    use_liger: bool = pinned_field(False, (False,), "Liger kernels", 15)
-    """Liger kernels for the model; not available yet (issue 15)."""
+    use_liger: bool = False
+    """Liger kernels (Triton) for the model's RMSNorm, rotary embedding and SwiGLU MLP; needs a CUDA GPU and the
+    ``liger-kernel`` package (``pip install -e .[gpu]``)."""
 
     @property
     def local_tokenizer_path(self) -> str:

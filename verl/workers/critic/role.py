@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
-from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.actor.role_utils import (
+    make_flops_counter,
+    max_memory_allocated_gb,
+    per_rank_mini_batch_size,
+    phase_mfu,
+    with_fields,
+)
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.engine.registry import get_engine_cls
 
@@ -36,6 +44,9 @@ class CriticRole:
             critic_config.checkpoint,
             role="critic",
         )
+        # the value head is hidden x 1, not the vocabulary projection
+        self.flops_counter = make_flops_counter(self.engine.hf_config(), output_size=1)
+        self.last_metrics: dict = {}
         self.engine.offload_optimizer()
 
     def forward_meta(self) -> dict:
@@ -47,13 +58,25 @@ class CriticRole:
         }
 
     def compute_values(self, data: DataProto):
+        """Values ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/critic_infer``."""
         data.meta_info.update(self.forward_meta())
-        return self.critic.compute_values(data)
+        start = time.perf_counter()
+        values = self.critic.compute_values(data)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/critic_infer": mfu}
+        return values
 
     def update(self, data: DataProto) -> dict:
+        """One ``update_critic`` call plus ``critic/lr`` and ``perf/mfu/critic``."""
         self.engine.load_optimizer()
+        start = time.perf_counter()
         metrics = self.critic.update_critic(data)
+        elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
+        epochs = int(self.config.ppo_epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
+        if mfu is not None:
+            metrics["perf/mfu/critic"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
         metrics["critic/lr"] = self.engine.lr_scheduler_step()
         return metrics

@@ -15,12 +15,22 @@ from torch import nn
 from verl.utils.device import current_device, is_cuda_available
 from verl.workers.config import FSDPEngineConfig, HFModelConfig, OptimConfig
 from verl.workers.engine.fsdp import sharding
+from verl.workers.engine.fsdp.activation_offload import ActivationOffload
 from verl.workers.engine.fsdp.model_builder import build_module, is_vision_language, load_hf_config, vision_tower
 from verl.workers.engine.fsdp.optim import build_lr_scheduler, build_optimizer, clip_grad_norm_and_step
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh, create_ulysses_mesh
 from verl.workers.engine.fsdp.ulysses_attention import check_hf_config_heads, use_ulysses_attention
 from verl.workers.engine.fsdp.weights import iter_full_state_dict
 from verl.workers.engine.registry import register_engine
+
+
+def compile_decoder_layers(module: nn.Module) -> None:
+    """``torch.compile`` each decoder layer's forward in place (regional compilation, as torchtitan does): the
+    layers share one compiled graph, FSDP2's hooks around them stay eager, and parameter names do not change."""
+    layer_classes = sharding.decoder_layer_classes(module)
+    for sub in module.modules():
+        if isinstance(sub, layer_classes):
+            sub.forward = torch.compile(sub.forward)
 
 
 def _require_distributed() -> None:
@@ -68,6 +78,7 @@ class FSDPEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_scheduler = None
         self._forward_module: nn.Module | None = None
+        self.activation_offload: ActivationOffload | None = None
 
     # ------------------------------------------------------------------ set-up
     def initialize(self) -> FSDPEngine:
@@ -76,6 +87,7 @@ class FSDPEngine:
         if self.ulysses.enabled:  # before any weights load
             self._check_sequence_parallel()
         module = build_module(self.model_config, self.role, dtype)
+        sharding.cast_buffers(module, self.config.mixed_precision)
         if self.ulysses.enabled:
             use_ulysses_attention(module)
         if self.freeze_vision_tower:
@@ -85,9 +97,13 @@ class FSDPEngine:
             tower.requires_grad_(False)
         if is_cuda_available():
             module = module.to(current_device())
-        mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision)
+        if self.use_torch_compile:
+            compile_decoder_layers(module)
+        mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision, self.config.model_dtype)
         self.module = sharding.apply_fsdp2(module, self.device_mesh, mp_policy, self.config)
-        self._forward_module = torch.compile(self.module) if self.use_torch_compile else self.module
+        if self.model_config.enable_activation_offload and self.role != "ref":
+            self.activation_offload = ActivationOffload(self.module)
+        self._forward_module = self.module
         if self.optim_config is not None:
             self.optimizer = build_optimizer(self.module, self.optim_config)
             self.lr_scheduler = build_lr_scheduler(self.optimizer, self.optim_config)
@@ -106,7 +122,7 @@ class FSDPEngine:
 
     @property
     def forward_module(self) -> nn.Module:
-        """The module to call for forward passes (compiled when ``use_torch_compile``)."""
+        """The module to call for forward passes (its decoder layers compiled when ``use_torch_compile``)."""
         return self._forward_module
 
     @property

@@ -4,6 +4,10 @@ All outputs are aligned with the padded input: ``out[b, t]`` belongs to position
 ``log p(input_ids[b, t + 1] | input_ids[b, :t + 1])`` so the response slice is ``out[:, -R - 1 : -1]``.
 Padding positions are 0. With a ``UlyssesMesh`` of ``sp_size > 1`` the packed tokens are split over the
 sequence-parallel group and the outputs gathered back (``ulysses.forward_packed``); remove-padding is required.
+
+Log-probs and entropy come from :mod:`verl.utils.chunked_logprobs`: from the model's logits a chunk of rows at
+a time (no float32 copy of the ``(T, V)`` logits), or with ``use_fused_kernels`` from the last hidden states
+through the fused head (:mod:`verl.workers.engine.fsdp.head`), so the ``(T, V)`` logits never exist.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import torch
 from torch import nn
 
 from verl.models.transformers.qwen2_vl import packed_model_position_ids, padded_model_position_ids
-from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+from verl.utils.chunked_logprobs import log_probs_from_logits
+from verl.workers.engine.fsdp.head import fused_log_prob_head
 from verl.workers.engine.fsdp.packing import PackedBatch, pack
 from verl.workers.engine.fsdp.ulysses import PerTokenHeads, UlyssesMesh, forward_packed
 
@@ -37,13 +42,17 @@ def _run_packed(
     ulysses: UlyssesMesh | None,
     multi_modal_inputs: dict | None = None,
 ) -> list[torch.Tensor]:
-    """``heads`` applied to the model outputs of the whole pack: ``[per-token (T,), ...]``."""
+    """``heads`` applied to the model outputs of the whole pack: ``[per-token (T,), ...]``. The sequence
+    boundaries go to the attention functions as transformers' flash-attention kwargs."""
     if ulysses is not None and ulysses.enabled:
         if multi_modal_inputs or packed.position_ids.dim() != 2:
             raise ValueError("Ulysses sequence parallelism takes text-only batches with (bs, S) position_ids")
         return forward_packed(module, packed, ulysses, heads)
     outputs = module(
-        input_ids=packed.input_ids, position_ids=_packed_positions(packed), **_model_kwargs(multi_modal_inputs)
+        input_ids=packed.input_ids,
+        position_ids=_packed_positions(packed),
+        **packed.attention_kwargs(),
+        **_model_kwargs(multi_modal_inputs),
     ).logits
     return heads(outputs[0], packed.next_token_labels())
 
@@ -56,6 +65,29 @@ def _require_packing(ulysses: UlyssesMesh | None) -> None:
         )
 
 
+def _log_prob_heads(
+    temperature: float, calculate_entropy: bool, compiled: bool, entropy_fn: Callable | None = None
+) -> PerTokenHeads:
+    """Per-token log-probs (and entropy, or ``entropy_fn`` of the float32 tempered logits) from ``(t, V)`` logits,
+    chunked (:func:`log_probs_from_logits`)."""
+
+    def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+        if calculate_entropy and entropy_fn is not None:
+            # the statistic reads the logits: log-probs must not take them over in backward
+            statistic = entropy_fn(logits.float() / temperature)
+            log_probs, _ = log_probs_from_logits(logits.clone(), labels, temperature, compiled=compiled)
+            return [log_probs, statistic]
+        log_probs, entropy = log_probs_from_logits(logits, labels, temperature, calculate_entropy, compiled=compiled)
+        return [log_probs] if entropy is None else [log_probs, entropy]
+
+    return heads
+
+
+def _fused_head_columns(outputs: torch.Tensor, _labels: torch.Tensor) -> list[torch.Tensor]:
+    """The fused head's ``(t, 1 or 2)`` output (log-prob, entropy) as per-token tensors."""
+    return [outputs[:, column] for column in range(outputs.shape[-1])]
+
+
 def forward_log_probs(
     module: nn.Module,
     input_ids: torch.Tensor,
@@ -64,41 +96,54 @@ def forward_log_probs(
     temperature: float = 1.0,
     calculate_entropy: bool = False,
     use_remove_padding: bool = True,
-    entropy_fn: Callable[[torch.Tensor], torch.Tensor] = entropy_from_logits,
+    entropy_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
     multi_modal_inputs: dict | None = None,
     ulysses: UlyssesMesh | None = None,
+    use_fused_kernels: bool = False,
+    compiled: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
 
-    ``entropy_fn`` maps logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the second slot: the
-    entropy by default (chunked or recomputed in backward per the actor config), or another statistic such as
-    ``sum_v pi_v^2``. ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows,
-    concatenated in row order) go to the model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``."""
+    ``entropy_fn`` maps float32 tempered logits ``(..., V)`` to a per-token statistic ``(...)`` returned in the
+    second slot instead of the chunked entropy (the actor's ``entropy_checkpointing``, or another statistic such as
+    ``sum_v pi_v^2``); it needs the logits, so not with ``use_fused_kernels``. ``multi_modal_inputs``
+    (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in row order) go to the
+    model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``. ``use_fused_kernels`` runs the
+    fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
+    if use_fused_kernels and ulysses is not None and ulysses.enabled:
+        raise ValueError("model.use_fused_kernels=True does not combine with ulysses_sequence_parallel_size > 1")
+    if use_fused_kernels and entropy_fn is not None and calculate_entropy:
+        raise ValueError("a per-token statistic of the logits (entropy_fn) needs them: not with use_fused_kernels")
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
-
-        def heads(logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
-            logits = logits.float() / temperature  # (T, V)
-            log_probs = [logprobs_from_logits(logits, labels)]
-            return log_probs + [entropy_fn(logits)] if calculate_entropy else log_probs
-
-        outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
+        if use_fused_kernels:
+            labels = packed.next_token_labels()
+            with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
+                outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs)
+        else:
+            heads = _log_prob_heads(temperature, calculate_entropy, compiled, entropy_fn)
+            outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
         entropy = packed.unpack(outputs[1]) if calculate_entropy else None
         return packed.unpack(outputs[0]), entropy
     _require_packing(ulysses)
-    logits = module(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=padded_model_position_ids(position_ids),
-        **_model_kwargs(multi_modal_inputs),
-    ).logits
-    logits = logits.float() / temperature  # (bs, S, V)
-    labels = torch.roll(input_ids, shifts=-1, dims=1)
+    labels = torch.roll(input_ids, shifts=-1, dims=1).reshape(-1)
+    inputs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=padded_model_position_ids(position_ids)
+    )
+    if use_fused_kernels:
+        with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
+            head_out = module(**inputs, **_model_kwargs(multi_modal_inputs)).logits
+        outputs = _fused_head_columns(head_out.reshape(-1, head_out.shape[-1]), labels)
+    else:
+        logits = module(**inputs, **_model_kwargs(multi_modal_inputs)).logits
+        outputs = _log_prob_heads(temperature, calculate_entropy, compiled)(
+            logits.reshape(-1, logits.shape[-1]), labels
+        )
     valid = attention_mask.bool()  # where(), not *: fully masked rows may hold NaN
-    log_probs = torch.where(valid, logprobs_from_logits(logits, labels), 0.0)
-    entropy = torch.where(valid, entropy_fn(logits), 0.0) if calculate_entropy else None
+    log_probs = torch.where(valid, outputs[0].view_as(input_ids), 0.0)
+    entropy = torch.where(valid, outputs[1].view_as(input_ids), 0.0) if calculate_entropy else None
     return log_probs, entropy
 
 

@@ -1,8 +1,8 @@
 """Build the Hugging Face module the FSDP engine trains: causal LM (actor/ref) or a scalar-value model (critic).
 
-Applies ``override_config``, gradient checkpointing, LoRA through peft (only adapters trainable) and picks
-the attention implementation: flash-attention-2 on GPU when installed (varlen kernels for packed sequences),
-else sdpa, whose packed-sequence path builds a block-diagonal causal mask from ``position_ids``.
+Applies ``override_config``, Liger kernels (``use_liger``), gradient checkpointing, LoRA through peft (only
+adapters trainable) and picks the attention implementation: ``verl_varlen`` (varlen kernels for packed
+sequences, :mod:`verl.workers.engine.fsdp.attention`) unless ``override_config.attn_implementation`` names another.
 """
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ from torch import nn
 
 from verl.utils.device import is_cuda_available
 from verl.workers.config import HFModelConfig
+from verl.workers.engine.fsdp.attention import VARLEN_ATTENTION, cuda_varlen_available
 
 
 def pick_attn_implementation() -> str:
-    """flash_attention_2 on GPU when the package is installed, else sdpa (correct for packed sequences)."""
+    """``verl_varlen`` (:mod:`verl.workers.engine.fsdp.attention`) when this device has a varlen kernel for it (a
+    CPU always does), flash_attention_2 on a GPU whose torch lacks one when FA2 is installed, else sdpa."""
+    if cuda_varlen_available() or not is_cuda_available():
+        return VARLEN_ATTENTION
     # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
-    if is_cuda_available() and importlib.util.find_spec("flash_attn_2_cuda") is not None:
+    if importlib.util.find_spec("flash_attn_2_cuda") is not None:
         return "flash_attention_2"
     return "sdpa"
 
@@ -87,14 +91,14 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
     else:
         raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref', 'reward']")
     module.config.use_cache = False
+    if model_config.use_liger:
+        from verl.workers.engine.fsdp.liger import apply_liger
+
+        apply_liger(module)
     if model_config.enable_gradient_checkpointing and role != "ref":
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if model_config.lora_rank > 0 and role != "ref":
         module = apply_lora(module, model_config)
-    if model_config.enable_activation_offload and role != "ref":
-        from verl.workers.engine.fsdp.activation_offload import enable_activation_offload
-
-        enable_activation_offload(module)
     if role == "ref":
         module.requires_grad_(False)
     return module

@@ -1,9 +1,10 @@
 """Remove-padding: pack the valid tokens of a padded micro-batch into one sequence and scatter results back.
 
 ``input_ids (bs, S)`` with ``attention_mask (bs, S)`` becomes ``(1, T)`` with ``T = attention_mask.sum()``
-and ``position_ids (1, T)`` restarting at 0 for every sequence. Hugging Face attention reads the sequence
-boundaries from the position ids when no attention mask is passed: flash-attention-2 runs varlen kernels,
-sdpa/eager build a block-diagonal causal mask (``transformers.masking_utils.find_packed_sequence_indices``).
+and ``position_ids (1, T)`` restarting at 0 for every sequence. The sequence boundaries go to the model as
+transformers' flash-attention kwargs (:meth:`PackedBatch.attention_kwargs`): the ``verl_varlen`` and
+flash-attention implementations run varlen kernels on them; sdpa/eager ignore them and build a block-diagonal
+causal mask from the position ids (``transformers.masking_utils.find_packed_sequence_indices``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,17 @@ class PackedBatch:
     cu_seqlens: torch.Tensor  # (bs + 1,) int32
     batch_size: int
     seqlen: int
+    max_seqlen: int
+
+    def attention_kwargs(self) -> dict:
+        """Sequence boundaries as transformers' flash-attention kwargs (forwarded to every attention call)."""
+        cu_seqlens = self.cu_seqlens.to(self.input_ids.device)
+        return {
+            "cu_seq_lens_q": cu_seqlens,
+            "cu_seq_lens_k": cu_seqlens,
+            "max_length_q": self.max_seqlen,
+            "max_length_k": self.max_seqlen,
+        }
 
     def next_token_labels(self) -> torch.Tensor:
         """``(T,)`` label of each packed position: the following packed token (garbage at sequence ends, which
@@ -52,4 +64,5 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: to
         packed_pos = position_ids.transpose(0, 1).reshape(position_ids.shape[1], -1)[:, indices].unsqueeze(1)
     else:
         packed_pos = position_ids.reshape(-1)[indices].unsqueeze(0)
-    return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen)
+    max_seqlen = int(lengths.max()) if batch_size else 0
+    return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen, max_seqlen)

@@ -1,8 +1,11 @@
 """Apply FSDP2 (``fully_shard``) to a Hugging Face module: per-decoder-layer units plus the root.
 
-Mixed precision on GPU: parameters stay fp32 (master weights) and are all-gathered as bf16 for compute,
-gradients are reduce-scattered in fp32. On CPU everything stays fp32. Parameter offload uses
-``CPUOffloadPolicy`` (sharded parameters, gradients and the optimizer step live on the CPU).
+Mixed precision (``fsdp_config.mixed_precision``, verl's keys ``param_dtype``/``reduce_dtype``/``buffer_dtype``):
+parameters stay in ``model_dtype`` (fp32 master weights by default) and are all-gathered in ``param_dtype`` for
+compute, gradients are reduce-scattered in ``reduce_dtype``, buffers kept in ``buffer_dtype``. The policy applies
+on GPU (verl's bf16/fp32 by default) and on CPU only with ``mixed_precision.on_cpu`` (CPUs without native bf16 run
+fp32 faster). Parameter offload uses ``CPUOffloadPolicy`` (sharded parameters,
+gradients and the optimizer step live on the CPU).
 """
 
 from __future__ import annotations
@@ -39,14 +42,27 @@ def create_device_mesh(world_size: int, fsdp_size: int = -1) -> DeviceMesh:
     return init_device_mesh(device, (world_size // fsdp_size, fsdp_size), mesh_dim_names=("ddp", "fsdp"))
 
 
-def mixed_precision_policy(config: MixedPrecisionConfig | None) -> MixedPrecisionPolicy | None:
-    """``fsdp_config.mixed_precision`` on GPU (bf16 compute / fp32 reduce by default); ``None`` on CPU or when the
-    config is null (compute in the model's dtype)."""
-    if config is None or not is_cuda_available():
+def mixed_precision_policy(
+    config: MixedPrecisionConfig | None, model_dtype: str = "fp32"
+) -> MixedPrecisionPolicy | None:
+    """FSDP2's policy for ``fsdp_config.mixed_precision`` (bf16 compute / fp32 reduce by default) on GPU, and on
+    CPU when ``on_cpu`` is set; ``None`` when the config is null, on CPU without ``on_cpu``, or when it would cast
+    nothing (compute and reduce in ``model_dtype``)."""
+    if config is None or not (is_cuda_available() or config.on_cpu):
         return None
-    return MixedPrecisionPolicy(
-        param_dtype=to_dtype(config.param_dtype), reduce_dtype=to_dtype(config.reduce_dtype), cast_forward_inputs=True
-    )
+    param_dtype, reduce_dtype = to_dtype(config.param_dtype), to_dtype(config.reduce_dtype)
+    if param_dtype == reduce_dtype == to_dtype(model_dtype):
+        return None
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype, cast_forward_inputs=True)
+
+
+def cast_buffers(module: nn.Module, config: MixedPrecisionConfig | None) -> None:
+    """Floating-point buffers (e.g. rotary frequencies) to ``mixed_precision.buffer_dtype`` (verl: fp32)."""
+    dtype = to_dtype(config.buffer_dtype if config is not None else "fp32")
+    for sub in module.modules():
+        for name, buffer in list(sub.named_buffers(recurse=False)):
+            if buffer is not None and buffer.is_floating_point() and buffer.dtype != dtype:
+                setattr(sub, name, buffer.to(dtype))
 
 
 def decoder_layer_classes(module: nn.Module, names: list[str] | None = None) -> tuple[type, ...]:

@@ -1,0 +1,148 @@
+"""Variable-length attention for packed sequences, registered with transformers as ``verl_varlen``.
+
+A packed micro-batch ``(1, T)`` holds N sequences back to back; each must attend causally to itself only. The
+boundaries travel as transformers' flash-attention keyword arguments, which every decoder layer forwards to its
+attention function: ``cu_seq_lens_q/k (N + 1,) int32`` and ``max_length_q/k`` (see ``PackedBatch.attention_kwargs``).
+No ``(T, T)`` mask is built. Kernels:
+
+* CUDA: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels shipped inside torch, with backward;
+  grouped-query attention natively).
+* CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
+  the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
+
+A call without those arguments is delegated to transformers' ``sdpa`` function: generation (a KV cache and a
+padding mask, built by the ``sdpa`` mask function registered under the same name), or a packed call that forgot
+them, whose boundaries are then read from ``position_ids`` (restarting at 0), as transformers' flash path does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+VARLEN_ATTENTION = "verl_varlen"
+
+
+@cache
+def _cuda_varlen_kernel():
+    """``(varlen_attn, extra kwargs for a causal call)`` across torch versions (``is_causal`` in 2.10, a
+    ``window_size`` of ``(-1, 0)`` later), or None when this torch has no varlen attention."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    params = inspect.signature(varlen_attn).parameters
+    causal = {"is_causal": True} if "is_causal" in params else {"window_size": (-1, 0)}
+    if "enable_gqa" in params:
+        causal["enable_gqa"] = True
+    return varlen_attn, causal, "scale" in params
+
+
+def cuda_varlen_available() -> bool:
+    return torch.cuda.is_available() and _cuda_varlen_kernel() is not None
+
+
+_kv_heads_native: bool | None = None
+"""Whether this torch's varlen kernel takes fewer key/value heads than query heads; learnt at the first call."""
+
+
+def _cuda_varlen(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
+    """``(T, Hq, D)`` from ``query (T, Hq, D)``, ``key/value (T, Hkv, D)``."""
+    global _kv_heads_native
+    varlen_attn, causal, takes_scale = _cuda_varlen_kernel()
+    if takes_scale:
+        causal = {**causal, "scale": scaling}
+    elif abs(scaling - query.shape[-1] ** -0.5) > 1e-12:  # older signature: fold a non-default scale into q
+        query = query * (scaling * query.shape[-1] ** 0.5)
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1 and _kv_heads_native is not False:
+        try:
+            out = varlen_attn(query, key, value, cu_seqlens, cu_seqlens, max_len, max_len, **causal)
+            _kv_heads_native = True
+            return out
+        except RuntimeError:
+            if _kv_heads_native:
+                raise
+            _kv_heads_native = False
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    return varlen_attn(query, key, value, cu_seqlens, cu_seqlens, max_len, max_len, **causal)
+
+
+def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
+    """``(T, Hq, D)`` from ``(T, H, D)`` inputs: causal sdpa over each sequence's own tokens."""
+    bounds = cu_seqlens.tolist()
+    gqa = query.shape[1] != key.shape[1]
+    outs = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        if end == start:
+            continue
+        q, k, v = (t[start:end].transpose(0, 1) for t in (query, key, value))  # (H, len, D)
+        outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa))
+    return torch.cat(outs, dim=1).transpose(0, 1)
+
+
+def cu_seqlens_from_position_ids(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``(cu_seqlens (N + 1,) int32, max_len)`` of a packed ``(1, T)`` row whose positions restart at 0."""
+    flat = position_ids.reshape(-1)
+    starts = torch.nonzero(flat == 0).flatten()
+    total = torch.tensor([flat.numel()], device=flat.device)
+    cu_seqlens = torch.cat([starts, total]).to(torch.int32)
+    return cu_seqlens, int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
+
+
+def _packed_without_kwargs(query, key, attention_mask, kwargs) -> bool:
+    position_ids = kwargs.get("position_ids")
+    if attention_mask is not None or position_ids is None or query.shape[0] != 1:
+        return False
+    if query.shape[2] != key.shape[2] or query.shape[2] < 2:
+        return False
+    return bool((position_ids.reshape(-1)[1:] == 0).any())
+
+
+def varlen_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers attention function: ``query (1, Hq, T, D)``, ``key/value (1, Hkv, T, D)`` ->
+    ``(1, T, Hq, D)``."""
+    cu_seqlens, max_len = kwargs.get("cu_seq_lens_q"), kwargs.get("max_length_q")
+    if cu_seqlens is None and _packed_without_kwargs(query, key, attention_mask, kwargs):
+        cu_seqlens, max_len = cu_seqlens_from_position_ids(kwargs["position_ids"])
+    if cu_seqlens is None or attention_mask is not None or query.shape[0] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    if dropout and module.training:
+        raise ValueError("verl_varlen attention has no dropout; set attention_dropout to 0 in override_config")
+    scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, H, D)
+    if q.is_cuda:
+        out = _cuda_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
+    else:
+        out = _cpu_varlen(q, k, v, cu_seqlens, scaling)
+    return out.unsqueeze(0), None
+
+
+def _register() -> None:
+    def varlen_mask(*args, attention_mask=None, q_length=None, kv_length=None, **kwargs):
+        """No mask for a padding-free call (the boundaries come as kwargs); sdpa's mask otherwise."""
+        if attention_mask is None and q_length == kv_length:
+            return None
+        return sdpa_mask(*args, attention_mask=attention_mask, q_length=q_length, kv_length=kv_length, **kwargs)
+
+    AttentionInterface.register(VARLEN_ATTENTION, varlen_attention_forward)
+    AttentionMaskInterface.register(VARLEN_ATTENTION, varlen_mask)
+
+
+_register()
