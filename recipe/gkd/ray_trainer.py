@@ -4,7 +4,8 @@ towards the teacher (GKD with student-generated data only, λ = 1; Agarwal et al
 One step::
 
     prompts -> student samples (rollout) -> rule reward (reported, not trained on)
-    -> teacher top-k log-probs per response token -> old log-probs (entropy metric)
+    -> teacher top-k log-probs per response token -> old log-probs (skipped on an on-policy step: the update
+       reports the entropy)
     -> student update on the divergence (actor_rollout_ref.actor.distill)
 """
 
