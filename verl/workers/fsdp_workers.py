@@ -77,7 +77,7 @@ class RolloutRole:
             rollout_config, model_config, tokenizer, actor_module, device_mesh
         )
         self.server = None
-        if getattr(rollout_config, "mode", "sync") == "async":
+        if rollout_config.mode == "async":
             self.server = get_async_server_class(rollout_config.name)(self.rollout)
 
     def _require_server(self):

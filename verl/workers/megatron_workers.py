@@ -63,7 +63,7 @@ class ActorRolloutRefWorker(Worker):
 
     @property
     def _rollout_n(self) -> int:
-        return int(self.config.rollout.n) if getattr(self.config, "rollout", None) is not None else 1
+        return int(self.config.rollout.n)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:

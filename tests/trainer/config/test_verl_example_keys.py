@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trainer.config.verl_example_keys import PINNED, WORKING
+from tests.trainer.config.verl_example_keys import ENGINE_REFUSED, PINNED, WORKING
 from verl.trainer.config.checks import registry_errors
-from verl.trainer.config.loader import ConfigError, compose_config, normalize_overrides
+from verl.trainer.config.loader import ConfigError, compose_config, load_config, normalize_overrides
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.validation import check_typed
 
@@ -30,6 +30,14 @@ def test_working_key_is_accepted(override):
 def test_pinned_key_names_the_feature_and_its_issue(override, issue):
     with pytest.raises(ConfigError, match=rf"not supported yet: .+ \(issue {issue}\)"):
         _typed(override)
+
+
+@pytest.mark.parametrize(("override", "engine_args"), sorted(ENGINE_REFUSED.items()))
+def test_argument_the_engine_dropped_fails_before_ray(override, engine_args):
+    pytest.importorskip("vllm")
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key} is not an argument of {engine_args}"):
+        load_config([override, "actor_rollout_ref.rollout.name=vllm"])
 
 
 def test_older_spellings_land_on_their_current_keys():

@@ -77,7 +77,6 @@ WORKING = [
     "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
     "actor_rollout_ref.rollout.val_kwargs.n=1",
     "actor_rollout_ref.rollout.calculate_log_probs=True",
-    "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
     "actor_rollout_ref.ref.log_prob_micro_batch_size=128",
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
     "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
@@ -126,6 +125,10 @@ WORKING = [
     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8",
     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=1",
     "actor_rollout_ref.actor.megatron.param_offload=True",
+    "actor_rollout_ref.actor.megatron.use_mbridge=True",
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=1",
+    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1",
+    "actor_rollout_ref.actor.megatron.context_parallel_size=1",
     "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=8",
     "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform",
     "actor_rollout_ref.rollout.mode=async",
@@ -143,11 +146,24 @@ WORKING = [
     "critic.ulysses_sequence_parallel_size=2",
     "data.image_key=images",
     "actor_rollout_ref.model.use_fused_kernels=True",
+    "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
 ]
 """verl example overrides that this build runs."""
 
 PINNED = {
     "actor_rollout_ref.rollout.data_parallel_size=1": 14,
     "actor_rollout_ref.rollout.expert_parallel_size=1": 14,
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8": 16,
+    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2": 16,
+    "actor_rollout_ref.actor.megatron.context_parallel_size=2": 16,
+    "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton": 15,
 }
 """verl example overrides that fail before Ray starts with "not supported yet" and the issue they wait on."""
+
+ENGINE_REFUSED = {
+    "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4": "vllm.EngineArgs",
+    "actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache=True": "vllm.EngineArgs",
+}
+"""verl example overrides that pass arguments the installed engine no longer has (vLLM 0.32 dropped CPU swap space
+and ``disable_mm_preprocessor_cache``, now ``mm_processor_cache_gb``): they fail before Ray starts naming the engine's
+argument list, as any unknown engine argument does."""

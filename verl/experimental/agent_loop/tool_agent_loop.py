@@ -91,7 +91,7 @@ class ToolAgentLoop(AgentLoopBase):
             tokenizer,
             cls.tool_schemas,
             cls.tool_parser.tools_prompt(cls.tool_schemas) if cls.tool_schemas else None,
-            dict(getattr(config.data, "apply_chat_template_kwargs", None) or {}),
+            dict(config.data.apply_chat_template_kwargs or {}),
         )
         cls._class_initialized = True
 

@@ -25,6 +25,7 @@ from verl.workers.config.actor import KL_LOSS_TYPES
 from verl.workers.config.base import resolve_registry
 from verl.workers.config.reward_model import OverlongBufferConfig
 from verl.workers.config.roles import PPOUpdateConfig
+from verl.workers.rollout.engine_kwargs import engine_kwargs_errors
 
 CHECKPOINT_CONTENTS = ("model", "optimizer", "extra", "hf_model")
 """Parts a checkpoint may hold."""
@@ -330,6 +331,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     errors += rollout_mode_errors(cfg)
+    errors += engine_kwargs_errors(rollout)
     errors += megatron_errors(cfg)
     errors += _kernel_errors(cfg)
     return errors
@@ -338,8 +340,6 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
 def _kernel_errors(cfg: PPOConfig) -> list[str]:
     """Liger kernels need CUDA and the liger-kernel package; the fused log-prob head runs without sequence
     parallelism (checked here, before Ray or a model starts)."""
-    from verl.workers.engine.fsdp.liger import liger_unavailable_reason
-
     models = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
     if need_critic(cfg):
         models.append(("critic.model", cfg.critic.model))
@@ -351,7 +351,10 @@ def _kernel_errors(cfg: PPOConfig) -> list[str]:
             f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp}; set one of them back"
         )
     for key, model in models:
-        if getattr(model, "use_liger", False):
+        if model.use_liger:
+            # imports torch: only when Liger is asked for, so validation stays torch-free otherwise
+            from verl.workers.engine.fsdp.liger import liger_unavailable_reason
+
             reason = liger_unavailable_reason()
             if reason is not None:
                 errors.append(reason.replace("actor_rollout_ref.model", key))

@@ -14,23 +14,27 @@ from __future__ import annotations
 import json
 import os
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from verl.workers.config.engine import FSDPEngineConfig
 from verl.workers.config.megatron import McoreEngineConfig
+from verl.workers.config.roles import EngineRoleConfig, FSDPHolderConfig
+
+if TYPE_CHECKING:
+    from verl.trainer.config.root import PPOConfig
 
 MEGATRON = "megatron"
 LAYOUT_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size")
 
 
-def model_parallel_size(role: Any) -> int:
+def model_parallel_size(role: EngineRoleConfig) -> int:
     """Ranks that share one model replica: ``tensor * pipeline`` for Megatron roles, 1 for FSDP."""
-    if getattr(role, "strategy", None) != MEGATRON:
+    if role.strategy != MEGATRON:
         return 1
     return int(role.megatron.tensor_model_parallel_size) * int(role.megatron.pipeline_model_parallel_size)
 
 
-def data_parallel_size(role: Any, world: int) -> int:
+def data_parallel_size(role: EngineRoleConfig, world: int) -> int:
     """Data-parallel ranks of ``role`` in a worker group of ``world`` ranks (the divisor of its batch sizes)."""
     return max(1, world // model_parallel_size(role))
 
@@ -52,7 +56,9 @@ def _read_model_config(path: str) -> SimpleNamespace | None:
         return SimpleNamespace(**json.load(handle))
 
 
-def _role_errors(key: str, role: Any, model_path: str, world: int, cuda: bool, check_model: bool) -> list[str]:
+def _role_errors(
+    key: str, role: EngineRoleConfig, model_path: str, world: int, cuda: bool, check_model: bool
+) -> list[str]:
     from verl.models.mcore.config_converter import ParallelSizes, check_supported
 
     errors = []
@@ -68,7 +74,8 @@ def _role_errors(key: str, role: Any, model_path: str, world: int, cuda: bool, c
             f"{key}.megatron.sequence_parallel=True needs CUDA (megatron-core allocates its sequence all-gather "
             f"buffers on the GPU); set {key}.megatron.sequence_parallel=False on CPU"
         )
-    if getattr(role, "fsdp_config", None) is not None and role.fsdp_config != FSDPEngineConfig():
+    # the critic keeps its FSDP settings under critic.model
+    if isinstance(role, FSDPHolderConfig) and role.fsdp_config != FSDPEngineConfig():
         errors.append(f"{key}.fsdp_config is set but {key}.strategy=megatron; use {key}.megatron.* instead")
     hf_config = _read_model_config(model_path) if check_model else None
     if hf_config is not None:
@@ -77,7 +84,7 @@ def _role_errors(key: str, role: Any, model_path: str, world: int, cuda: bool, c
     return errors
 
 
-def megatron_errors(cfg: Any) -> list[str]:
+def megatron_errors(cfg: PPOConfig) -> list[str]:
     """Every problem with the Megatron roles of ``cfg`` (a typed ``PPOConfig``); empty when none uses Megatron."""
     from verl.trainer.config.checks import need_critic
 

@@ -8,7 +8,10 @@ hard-coded list of algorithm names.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verl.trainer.config.root import PPOConfig
 
 __all__ = [
     "Role",
@@ -70,7 +73,7 @@ def need_reward_baselines(config: Any) -> bool:
     return "reward_baselines" in estimator_inputs(config.algorithm.adv_estimator)
 
 
-def old_log_probs_from_update(config: Any) -> bool:
+def old_log_probs_from_update(config: PPOConfig) -> bool:
     """Whether a step may skip its ``compute_log_prob`` pass and let the actor update take ``old_log_probs`` from
     its own forward pass (detached), with ``actor.skip_old_log_prob_on_policy`` on.
 
@@ -84,20 +87,22 @@ def old_log_probs_from_update(config: Any) -> bool:
     coefficient follows that pass's entropy).
     """
     actor = config.actor_rollout_ref.actor
-    if not bool(getattr(actor, "skip_old_log_prob_on_policy", True)):
+    if not actor.skip_old_log_prob_on_policy:
         return False
     if int(actor.ppo_epochs) != 1 or int(actor.ppo_mini_batch_size) != int(config.data.train_batch_size):
         return False
-    correction = getattr(config.algorithm, "rollout_correction", None)
-    corrects = any(
-        getattr(correction, key, None)
-        for key in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold", "bypass_mode")
+    correction = config.algorithm.rollout_correction
+    corrects = bool(
+        correction.rollout_is
+        or correction.rollout_rs
+        or correction.rollout_token_veto_threshold
+        or correction.bypass_mode
     )
-    diagnostics = bool(getattr(config.actor_rollout_ref.rollout, "calculate_log_probs", False))
+    diagnostics = config.actor_rollout_ref.rollout.calculate_log_probs
     # the log-prob pass also computes sum_v pi^2 (actor.calculate_sum_pi_squared)
-    sum_pi_squared = bool(getattr(actor, "calculate_sum_pi_squared", False))
+    sum_pi_squared = actor.calculate_sum_pi_squared
     # adaptive entropy control sets the update's coefficient from that pass's entropy
-    adaptive_entropy = bool(getattr(getattr(actor, "adaptive_entropy", None), "enabled", False))
+    adaptive_entropy = actor.adaptive_entropy.enabled
     if config.algorithm.use_kl_in_reward or corrects or diagnostics or sum_pi_squared or adaptive_entropy:
         return False
     return "old_log_probs" not in estimator_inputs(config.algorithm.adv_estimator)

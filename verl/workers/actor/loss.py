@@ -19,6 +19,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
+from verl.workers.config import ActorConfig, PPOUpdateConfig
 
 SUMMED_METRICS = frozenset({"actor/pg_loss", "actor/entropy", "actor/kl_loss"})
 """Metrics that are a micro-batch's share of a mini-batch value: summed over micro-batches and ranks."""
@@ -28,8 +29,8 @@ def scalar(value) -> float:
     return float(value.detach().item()) if isinstance(value, torch.Tensor) else float(value)
 
 
-def entropy_coeff(config) -> float:
-    return float(getattr(config, "entropy_coeff", 0.0) or 0.0)
+def entropy_coeff(config: ActorConfig) -> float:
+    return float(config.entropy_coeff)
 
 
 def is_on_policy_batch(micro_batch) -> bool:
@@ -37,13 +38,13 @@ def is_on_policy_batch(micro_batch) -> bool:
     return "old_log_probs" not in micro_batch.keys()
 
 
-def needs_entropy(config, micro_batch) -> bool:
+def needs_entropy(config: ActorConfig, micro_batch) -> bool:
     """The forward pass computes the entropy: for the loss (``entropy_coeff != 0``) or, on-policy, for the
     ``actor/entropy`` metric the skipped log-prob pass would have reported."""
     return entropy_coeff(config) != 0 or is_on_policy_batch(micro_batch)
 
 
-def require_on_policy(config, data: DataProto) -> None:
+def require_on_policy(config: PPOUpdateConfig, data: DataProto) -> None:
     """Without ``old_log_probs`` the step must be on-policy: one epoch over one (per-rank) mini-batch."""
     epochs, mini_batch_size = int(config.ppo_epochs), int(config.ppo_mini_batch_size)
     if epochs != 1 or len(data) != mini_batch_size:
@@ -55,7 +56,7 @@ def require_on_policy(config, data: DataProto) -> None:
 
 
 def actor_loss(
-    config, log_prob: torch.Tensor, entropy: torch.Tensor | None, micro_batch, counts: tuple[float, float]
+    config: ActorConfig, log_prob: torch.Tensor, entropy: torch.Tensor | None, micro_batch, counts: tuple[float, float]
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """``(loss, metrics)`` of a micro-batch from its ``log_prob`` and ``entropy`` ``(bs, R)`` (entropy as
     :func:`needs_entropy` says); ``micro_batch`` holds ``response_mask``, ``advantages``, ``old_log_probs`` (absent
@@ -88,7 +89,7 @@ def actor_loss(
         if coeff != 0:
             loss = loss - coeff * entropy_loss
         metrics["actor/entropy"] = scalar(entropy_loss)
-    if getattr(config, "use_kl_loss", False):
+    if config.use_kl_loss:
         kld = kl_penalty(log_prob, micro_batch["ref_log_prob"], config.kl_loss_type)
         kl_loss = agg_loss(kld, response_mask, **agg)
         loss = loss + config.kl_loss_coef * kl_loss
@@ -97,23 +98,23 @@ def actor_loss(
     return loss, metrics
 
 
-def update_keys(config, data: DataProto, model_input_keys: list[str]) -> list[str]:
+def update_keys(config: ActorConfig, data: DataProto, model_input_keys: list[str]) -> list[str]:
     """Batch keys an actor update reads (``old_log_probs`` when the batch has them: see :func:`require_on_policy`)."""
     keys = model_input_keys + ["response_mask", "advantages"]
     if "old_log_probs" in data.batch.keys():
         keys.append("old_log_probs")
-    if getattr(config, "use_kl_loss", False):
+    if config.use_kl_loss:
         keys.append("ref_log_prob")
     if "rollout_is_weights" in data.batch.keys():
         keys.append("rollout_is_weights")
     return keys
 
 
-def mini_batches(config, data: DataProto, epoch: int) -> list[DataProto]:
+def mini_batches(config: PPOUpdateConfig, data: DataProto, epoch: int) -> list[DataProto]:
     """``data`` (optionally shuffled with ``data_loader_seed + epoch``) split into per-rank mini-batches of
     ``config.ppo_mini_batch_size`` rows."""
-    if getattr(config, "shuffle", False):
-        generator = torch.Generator().manual_seed(int(getattr(config, "data_loader_seed", 0) or 0) + epoch)
+    if config.shuffle:
+        generator = torch.Generator().manual_seed(config.data_loader_seed + epoch)
         data = data.select_idxs(torch.randperm(len(data), generator=generator).numpy())
     mini_batch_size = int(config.ppo_mini_batch_size)
     if mini_batch_size <= 0 or len(data) % mini_batch_size:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import bounded_field, choice_field
+from verl.workers.config.base import bounded_field, choice_field, pinned_field
 from verl.workers.config.engine import EngineOffloadConfig
+
+MOE = "Megatron mixture-of-experts (expert parallelism)"
 
 MEGATRON_DTYPES = ("bfloat16", "float16", "float32", "bf16", "fp16", "fp32")
 """Accepted spellings of the compute dtype on GPU."""
@@ -27,11 +29,11 @@ class McoreEngineConfig(EngineOffloadConfig):
     tensor_model_parallel_size: int = bounded_field(1, gt=0)
     """Tensor-parallel degree: attention heads, MLP columns and the vocabulary are split over this many ranks."""
 
-    expert_model_parallel_size: int = choice_field(1, (1,))
+    expert_model_parallel_size: int = pinned_field(1, (1,), MOE, 16)
     """Expert-parallel degree; only dense models (1) are supported in this build."""
 
-    expert_tensor_parallel_size: int | None = choice_field(None, (None, 1))
-    """Tensor-parallel degree inside experts; only dense models are supported (null or 1)."""
+    expert_tensor_parallel_size: int | None = pinned_field(None, (None, 1), MOE, 16)
+    """Tensor-parallel degree inside experts; only dense models are supported (null or 1: both mean dense)."""
 
     pipeline_model_parallel_size: int = bounded_field(1, gt=0)
     """Pipeline-parallel degree: the decoder layers are split into this many consecutive stages."""
@@ -39,7 +41,7 @@ class McoreEngineConfig(EngineOffloadConfig):
     virtual_pipeline_model_parallel_size: int | None = bounded_field(None, gt=0)
     """Model chunks per pipeline rank (interleaved stages); null means one chunk per rank."""
 
-    context_parallel_size: int = choice_field(1, (1,))
+    context_parallel_size: int = pinned_field(1, (1,), "Megatron context parallelism", 16)
     """Context-parallel degree; needs Transformer Engine attention, so only 1 in this build."""
 
     sequence_parallel: bool = True
@@ -64,8 +66,10 @@ class McoreEngineConfig(EngineOffloadConfig):
     """Entries set on megatron-core's ``TransformerConfig`` after it is derived from the Hugging Face config,
     e.g. ``recompute_granularity: full``, ``recompute_method: uniform``, ``recompute_num_layers: 1`` (GPU)."""
 
-    use_mbridge: bool = choice_field(False, (False,))
-    """Convert weights with the external mbridge package; this build converts Llama and Qwen2 itself."""
+    use_mbridge: bool = False
+    """verl's switch to the external mbridge weight converter. Both values convert with this build's own
+    HF <-> megatron-core converter (Llama, Qwen2; another architecture fails validation naming it), so verl scripts
+    that set it run unchanged."""
 
     dtype: str = choice_field("bfloat16", MEGATRON_DTYPES)
     """Compute dtype on GPU (parameters, gradients and optimizer state stay float32); CPUs compute in float32."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.workers.config.base import BaseConfig, choice_field
+from verl.workers.config.base import BaseConfig, pinned_field
 
 DEFAULT_MODEL_PATH = "default"
 """Sentinel for ``model.path``: the embedded SmolLM2-135M-Instruct (``verl.utils.default_model``)."""
@@ -28,7 +28,7 @@ def resolve_model_path(path: str) -> str:
 class FusedKernelOptions(BaseConfig):
     """Options of the fused log-prob/entropy head."""
 
-    impl_backend: str = choice_field("torch", ("torch",))
+    impl_backend: str = pinned_field("torch", ("torch",), "Triton fused log-prob/entropy kernels", 15)
     """Kernel backend: ``torch`` (chunked PyTorch ops with a hand-written backward; runs on CPU and GPU)."""
 
 

@@ -92,9 +92,9 @@ class MegatronPPOCritic(BasePPOCritic):
                 num_tokens, num_seqs = global_counts(mini_batch.batch["response_mask"], group=engine.dp_group)
                 plan = plan_micro_batches(
                     mini_batch.batch,
-                    getattr(config, "ppo_micro_batch_size_per_gpu", None),
-                    bool(getattr(config, "use_dynamic_bsz", False)),
-                    getattr(config, "ppo_max_token_len_per_gpu", None),
+                    config.ppo_micro_batch_size_per_gpu,
+                    config.use_dynamic_bsz,
+                    config.ppo_max_token_len_per_gpu,
                 )
                 micro_batches = [mb.to(current_device()) for mb in plan.micro_batches]
                 engine.zero_grad()

@@ -14,7 +14,7 @@ class MegatronCriticRole:
         self.engine = MegatronEngine(
             critic_config.model, critic_config.megatron, critic_config.optim, role="critic"
         ).initialize()
-        rollout_n = int(getattr(critic_config, "rollout_n", 1) or 1)
+        rollout_n = critic_config.rollout_n
         mini = per_rank_mini_batch_size(critic_config, rollout_n, self.engine.dp_size, "critic")
         self.config = with_fields(critic_config, ppo_mini_batch_size=mini)
         self.critic = MegatronPPOCritic(self.config, self.engine)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl.protocol import DataProto
+
+if TYPE_CHECKING:
+    from verl.workers.config.model import ModelSourceConfig
+    from verl.workers.config.rollout import RolloutConfig
 
 
 class BaseRollout(ABC):
@@ -14,7 +18,14 @@ class BaseRollout(ABC):
     Constructed as ``cls(config, model_config, tokenizer, actor_module=None, device_mesh=None)``.
     """
 
-    def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
+    def __init__(
+        self,
+        config: RolloutConfig,
+        model_config: ModelSourceConfig,
+        tokenizer: Any,
+        actor_module: Any = None,
+        device_mesh=None,
+    ):
         self.config = config
         self.model_config = model_config
         self.tokenizer = tokenizer

@@ -9,7 +9,7 @@ ones the sampler drew from; (3) one step is one function of fixed-shape tensors 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,6 +23,10 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.batch import assemble_output, check_prompts
 from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
+
+if TYPE_CHECKING:
+    from verl.workers.config.model import ModelSourceConfig
+    from verl.workers.config.rollout import RolloutConfig
 
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
 
@@ -80,7 +84,14 @@ class HFRollout(BaseRollout):
     generation pass, default all ``bs * n`` rows at once).
     """
 
-    def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
+    def __init__(
+        self,
+        config: RolloutConfig,
+        model_config: ModelSourceConfig,
+        tokenizer: Any,
+        actor_module: Any = None,
+        device_mesh=None,
+    ):
         super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
         if actor_module is None:
             raise ValueError("rollout.name=hf generates with the actor's module: pass actor_module")

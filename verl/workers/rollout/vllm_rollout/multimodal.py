@@ -8,9 +8,12 @@ patch grid, to the same count the dataset's processor produced) and ``multi_moda
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl.protocol import DataProto
+
+if TYPE_CHECKING:
+    from verl.workers.config.rollout import RolloutConfig
 
 
 def is_vision_model(hf_config: Any) -> bool:
@@ -18,7 +21,7 @@ def is_vision_model(hf_config: Any) -> bool:
     return getattr(hf_config, "vision_config", None) is not None
 
 
-def vision_engine_kwargs(config: Any, hf_config: Any) -> dict[str, Any]:
+def vision_engine_kwargs(config: RolloutConfig, hf_config: Any) -> dict[str, Any]:
     """``vllm.LLM`` arguments for a vision-language model (empty for a text model).
 
     ``rollout.limit_images`` caps the images per prompt the engine reserves room for. On a build without
@@ -32,7 +35,7 @@ def vision_engine_kwargs(config: Any, hf_config: Any) -> dict[str, Any]:
     from verl.utils.processor_compat import register_vllm_vision_models_without_torchvision
 
     limits: dict[str, int] = {}
-    limit_images = getattr(config, "limit_images", None)
+    limit_images = config.limit_images
     if limit_images:
         limits["image"] = int(limit_images)
     kwargs: dict[str, Any] = {}

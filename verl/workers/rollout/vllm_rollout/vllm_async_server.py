@@ -49,7 +49,7 @@ class AsyncvLLMServer(AsyncRolloutServer):
         self.tp_rank, self.tp_size, self.tp_cpu_group, self.leader_rank = _tp_group()
         self.eos_token_ids, _ = resolve_special_ids({}, rollout.tokenizer, rollout.generation_eos)
         self.max_model_len = int(rollout.max_model_len)
-        self.ignore_eos = bool(getattr(rollout.config, "ignore_eos", False))
+        self.ignore_eos = rollout.config.ignore_eos
         self._condition = threading.Condition()
         self._inbox: list[tuple[str, list[int], Any]] = []
         self._futures: dict[str, Future] = {}

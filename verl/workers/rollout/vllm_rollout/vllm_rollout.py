@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,6 +21,10 @@ from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, re
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
 from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
+if TYPE_CHECKING:
+    from verl.workers.config.model import ModelSourceConfig
+    from verl.workers.config.rollout import RolloutConfig
+
 
 @register_rollout("vllm")
 class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
@@ -30,7 +34,14 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
     sharding manager's ``preprocess_data`` gathers them). ``self.inference_engine`` is the ``vllm.LLM``.
     """
 
-    def __init__(self, config: Any, model_config: Any, tokenizer: Any, actor_module: Any = None, device_mesh=None):
+    def __init__(
+        self,
+        config: RolloutConfig,
+        model_config: ModelSourceConfig,
+        tokenizer: Any,
+        actor_module: Any = None,
+        device_mesh=None,
+    ):
         super().__init__(config, model_config, tokenizer, actor_module, device_mesh)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine must live in this process
         # vLLM 0.26's V2 model runner (its default for Llama) hit an illegal memory access in its UVA staged
