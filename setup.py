@@ -23,6 +23,7 @@ install_requires = [
     "tqdm>=4.60",
     "gguf>=0.10",
     "pydantic>=2",  # tool schemas and agent-loop outputs (verl's types)
+    "matplotlib>=3.8",  # python -m verl.utils.plot (make demo draws its curves)
 ]
 
 extras_require = {
@@ -40,6 +41,8 @@ extras_require = {
     "bench": ["trl==1.16.0"],
     # strategy=megatron; on Python 3.11 install it with --ignore-requires-python (see the Makefile)
     "megatron": ["megatron-core==0.19.2"],
+    # make docs: the Sphinx site (docs/conf.py says why Sphinx + MyST)
+    "docs": ["sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19"],
 }
 
 setup(

@@ -15,12 +15,12 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.model.path=default \
     actor_rollout_ref.actor.optim.lr=2e-5 \
     actor_rollout_ref.actor.ppo_mini_batch_size=4 \
-    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2048 \
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1024 \
     actor_rollout_ref.rollout.name=vllm \
     actor_rollout_ref.rollout.mode=async \
     actor_rollout_ref.rollout.agent.num_workers=2 \
     actor_rollout_ref.rollout.n=4 \
-    actor_rollout_ref.rollout.gpu_memory_utilization=0.03 \
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.015 \
     actor_rollout_ref.rollout.max_num_seqs=64 \
     actor_rollout_ref.rollout.temperature=0.7 \
     actor_rollout_ref.rollout.multi_turn.enable=True \

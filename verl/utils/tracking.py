@@ -22,10 +22,12 @@ from typing import Any, Protocol
 
 from verl.utils.registry import Registry
 
-__all__ = ["Tracking", "register_logger", "check_backends", "available_loggers", "LOGGER_REGISTRY"]
+__all__ = ["Tracking", "Logger", "register_logger", "check_backends", "available_loggers", "LOGGER_REGISTRY"]
 
 
 class Logger(Protocol):
+    """What a ``trainer.logger`` backend implements; a factory registered with :func:`register_logger` returns one."""
+
     def log(self, data: dict[str, Any], step: int) -> None: ...
 
     def finish(self) -> None: ...

@@ -13,7 +13,7 @@ import pytest
 import ray
 import torch
 
-from tests.workers.rollout.helpers import PROMPTS, load_model, load_tokenizer, train_toward, vllm_tiny_path
+from tests.workers.rollout.helpers import PROMPTS, load_tokenizer, peaked_tiny_path
 from verl.protocol import DataProto
 from verl.trainer.config.loader import load_config
 
@@ -23,20 +23,7 @@ PROMPT_LENGTH, RESPONSE_LENGTH = 16, 8
 
 
 @pytest.fixture(scope="module")
-def trained_model_path(tmp_path_factory):
-    """The tiny Llama trained toward one continuation (greedy has no near-ties), saved as a model folder."""
-    path = vllm_tiny_path()
-    tokenizer = load_tokenizer(path)
-    model = load_model(path)
-    train_toward(model, tokenizer, PROMPTS, " one two three four five six seven eight nine ten", steps=25)
-    target = tmp_path_factory.mktemp("trained")
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return str(target)
-
-
-@pytest.fixture(scope="module")
-def setup(trained_model_path):
+def setup():
     from verl.experimental.agent_loop import AgentLoopManager
     from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
     from verl.single_controller.ray.colocated import create_colocated_worker_cls
@@ -44,7 +31,7 @@ def setup(trained_model_path):
 
     config = load_config(
         [
-            f"actor_rollout_ref.model.path={trained_model_path}",
+            f"actor_rollout_ref.model.path={peaked_tiny_path()}",
             f"data.max_prompt_length={PROMPT_LENGTH}",
             f"data.max_response_length={RESPONSE_LENGTH}",
             "data.train_batch_size=4",
@@ -66,7 +53,7 @@ def setup(trained_model_path):
     group = RayWorkerGroup(pool, fused, device_name="cpu").spawn(prefix_set=["actor_rollout"])["actor_rollout"]
     group.init_model()
     manager = AgentLoopManager(config, worker_group=group)
-    yield group, manager, load_tokenizer(trained_model_path)
+    yield group, manager, load_tokenizer(peaked_tiny_path())
     ray.shutdown()
 
 

@@ -195,22 +195,40 @@ def test_gsm8k_interaction_asks_again_until_right(tokenizer):
     assert spans(output.response_mask)[1][0] == 0  # the user's reply is masked
 
 
-def test_a_hanging_code_tool_ends_in_an_error_and_the_rollout_goes_on(tokenizer, tmp_path):
+ATTACKS = {  # code -> what its tool message must say (the wall-clock/CPU limit, or the Python error raised)
+    "while True:\n    pass": ("Error: ",),
+    "import os\nwhile True:\n    os.fork()": ("BlockingIOError", "Error: "),
+    "block = bytearray(1 << 30)\nprint('allocated')": ("MemoryError",),
+    "open('/tmp/verl-agent-loop-escape', 'w').write('x')": ("PermissionError",),
+}
+
+
+def test_code_tool_attacks_end_in_errors_and_the_rollout_goes_on(tokenizer, tmp_path):
+    """Each attack is one model turn; each tool turn is an error message, and the turn after all four still runs."""
+    escape = Path("/tmp/verl-agent-loop-escape")
+    escape.unlink(missing_ok=True)
     config = tmp_path / "code.yaml"
     config.write_text(
         "tools:\n  - class_name: verl.tools.code_executor_tool.CodeExecutorTool\n"
-        "    config: {type: native, timeout_s: 2, cpu_time_s: 2}\n"
+        "    config: {type: native, timeout_s: 2, cpu_time_s: 2, memory_mb: 256, max_processes: 8}\n"
     )
-    turns = [
-        call("code_interpreter", code="while True:\n    pass"),
-        call("code_interpreter", code="print(6 * 7)"),
-        "42",
+    turns = [call("code_interpreter", code=code) for code in ATTACKS]
+    turns += [call("code_interpreter", code="print(6 * 7)"), "42"]
+    overrides = [
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={config}",
+        "data.max_response_length=1200",
     ]
-    output, policy, _ = run_loop(tokenizer, turns, [f"actor_rollout_ref.rollout.multi_turn.tool_config_path={config}"])
+    output, policy, _ = run_loop(tokenizer, turns, overrides)
     text = decode(tokenizer, output.response_ids)
-    assert "Error: " in text.split("<|im_start|>tool\n")[1]  # time or CPU limit
-    assert "<|im_start|>tool\n42<|im_end|>" in text
-    assert len(policy.requests) == 3 and text.endswith("42<|im_end|>")
+    tool_turns = [part.split("<|im_end|>")[0] for part in text.split("<|im_start|>tool\n")[1:]]
+    assert len(tool_turns) == len(ATTACKS) + 1, text
+    for (code, expected), reply in zip(ATTACKS.items(), tool_turns):
+        assert any(word in reply for word in expected), f"{code!r} -> {reply!r}"
+        assert "allocated" not in reply
+    assert not escape.exists()
+    assert tool_turns[-1] == "42" and text.endswith("42<|im_end|>")
+    assert len(policy.requests) == len(turns)
+    assert output.extra_fields["num_tool_calls"] == len(ATTACKS) + 1
 
 
 def test_needs_the_chat_messages(tokenizer):

@@ -74,6 +74,30 @@ def test_judge_settings():
     assert "reward_model.rollout.tensor_model_parallel_size=2" in text and "num_workers" in text
 
 
+def test_judge_engine_must_be_registered_for_the_judge():
+    # sglang is a registered rollout engine, but no judge engine registers it
+    errors = _errors(JUDGE + ["reward_model.rollout.name=sglang"])
+    assert any(
+        "reward_model.rollout.name='sglang' is not a registered judge engine; registered: hf, vllm" in e for e in errors
+    )
+    assert load_config(JUDGE + ["reward_model.rollout.name=hf"]).reward_model.rollout.name == "hf"
+
+
+def test_judge_engine_without_its_package_fails_at_validation():
+    from verl.workers.reward_model.judge.engines import JUDGE_ENGINE_REGISTRY, HFJudgeEngine, register_judge_engine
+
+    class PluginEngine(HFJudgeEngine):
+        """A user engine, registered at run time as a plugin would be, needing a package that is not installed."""
+
+    register_judge_engine("plugin", requires="verl_no_such_package")(PluginEngine)
+    try:
+        errors = _errors(JUDGE + ["reward_model.rollout.name=plugin"])
+    finally:
+        JUDGE_ENGINE_REGISTRY.pop("plugin")
+    assert any("reward_model.rollout.name='plugin' needs the 'verl_no_such_package' package" in e for e in errors)
+    assert JUDGE_ENGINE_REGISTRY.info("vllm") == {"requires": "vllm"}
+
+
 def test_combine_names_sources_that_run():
     errors = _errors(JUDGE + ["+reward_model.combine.weights={rule: 1.0, model: 1.0, human: 2.0}"])
     text = "\n".join(errors)

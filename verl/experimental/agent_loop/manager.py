@@ -23,6 +23,8 @@ from verl.experimental.agent_loop.server_manager import ServerHandle
 from verl.experimental.agent_loop.trajectory import object_column
 from verl.protocol import DataProto
 
+RESTARTS = 3
+"""Times an agent-loop worker is restarted (and its call retried) after its process dies."""
 COUNT_FIELDS = ("num_tool_calls", "num_tool_errors", "tokenization_mismatch")
 """Per-trajectory counts from ``extra_fields`` summarised as ``agent_loop/<name>/mean``."""
 
@@ -83,7 +85,9 @@ class AgentLoopManager:
         self.worker_group = worker_group
         rollout = config.actor_rollout_ref.rollout
         self.server_handles = server_handles(worker_group, int(rollout.tensor_model_parallel_size))
-        worker_cls = ray.remote(num_cpus=0)(AgentLoopWorker)  # asyncio and I/O only: never wait for a free CPU
+        # asyncio and I/O only: never wait for a free CPU. A worker lost to a node-level kill (Ray's OOM killer picks
+        # the newest task, often this one) restarts and re-runs its slice: the servers hold no per-trajectory state.
+        worker_cls = ray.remote(num_cpus=0, max_restarts=RESTARTS, max_task_retries=RESTARTS)(AgentLoopWorker)
         self.agent_loop_workers = [
             worker_cls.options(name=f"agent_loop_worker_{i}_{id(self):x}").remote(config, self.server_handles)
             for i in range(int(rollout.agent.num_workers))

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -251,8 +251,3 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def limits_summary(limits: SandboxLimits) -> dict:
-    """The limits as a plain dict (for logs and tool metrics)."""
-    return asdict(limits)

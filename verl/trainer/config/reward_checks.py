@@ -5,6 +5,7 @@ Each message names every key involved and the fix; they run before Ray or any mo
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from verl.trainer.config.root import PPOConfig
@@ -50,10 +51,17 @@ def _discriminative_errors(cfg: PPOConfig) -> list[str]:
 
 
 def _judge_errors(rm: RewardModelConfig) -> list[str]:
+    from verl.workers.reward_model.judge.engines import JUDGE_ENGINE_REGISTRY
     from verl.workers.reward_model.judge.prompts import template_errors
 
     judge, rollout = rm.judge, rm.rollout
     errors = template_errors(judge.prompt_template)
+    module = JUDGE_ENGINE_REGISTRY.info(rollout.name).get("requires")
+    if module is not None and importlib.util.find_spec(module) is None:
+        errors.append(
+            f"reward_model.rollout.name={rollout.name!r} needs the {module!r} package, which is not installed; "
+            "install it or choose another judge engine (e.g. reward_model.rollout.name=hf)"
+        )
     if judge.max_score <= judge.min_score:
         errors.append(
             f"reward_model.judge.max_score={judge.max_score} must exceed reward_model.judge.min_score={judge.min_score}"

@@ -1,7 +1,7 @@
 """Shared base of the typed configs: dict-style reads and field metadata for validation.
 
 Every config is a plain dataclass whose fields carry a docstring (a string literal right under the
-field). ``choices`` and ``bounds`` metadata tell :func:`verl.trainer.config.loader.validate_config`
+field). ``choices`` and ``bounds`` metadata tell :func:`verl.trainer.config.validation.validate_config`
 which values are allowed, so the allowed set is written once, next to the default.
 """
 

@@ -115,6 +115,15 @@ class GenerativeJudgeConfig(BaseConfig):
 
 
 @dataclass
+class JudgeRolloutConfig(RolloutConfig):
+    """The judge's generation engine (``reward_model.rollout``): a rollout config whose backend is a judge engine."""
+
+    name: str = registry_field("vllm", "verl.workers.reward_model.judge.engines:JUDGE_ENGINE_REGISTRY")
+    """Registered judge engine (``verl.workers.reward_model.judge.engines.get_judge_engine_cls``): built in are
+    ``vllm`` and ``hf``; ``@register_judge_engine`` adds more. Validation rejects an unregistered name."""
+
+
+@dataclass
 class RewardCombineConfig(BaseConfig):
     """How rule, model and judge scores add up (``reward_model.combine``; this build's addition).
 
@@ -175,8 +184,8 @@ class RewardModelConfig(EngineRoleConfig):
     num_workers: int = bounded_field(1, gt=0)
     """Judge engine replicas (Ray actors) a batch is split over (``use_reward_loop``)."""
 
-    rollout: RolloutConfig = field(
-        default_factory=lambda: RolloutConfig(
+    rollout: JudgeRolloutConfig = field(
+        default_factory=lambda: JudgeRolloutConfig(
             name="vllm",
             n=1,
             temperature=0.0,

@@ -1,8 +1,9 @@
 """Reward sources: each scores the rows of a batch it is given, as token-level scores plus per-row extras.
 
 ``rule`` (a reward manager), ``model`` (``rm_scores`` of the reward-model worker) and ``judge`` (a generative
-judge) share one interface, :class:`RewardSource`, so that :class:`~verl.workers.reward_manager.combined.
-CombinedReward` weights them alike and a call policy (:mod:`verl.workers.reward_manager.guard`) can wrap any of them.
+judge) share one interface, :class:`RewardSource`, so that
+:class:`~verl.workers.reward_manager.combined.CombinedReward` weights them alike and a call policy
+(:mod:`verl.workers.reward_manager.guard`) can wrap any of them.
 """
 
 from __future__ import annotations

@@ -16,23 +16,19 @@ from tests.workers.rollout.helpers import (
     load_tokenizer,
     make_prompts,
     model_config,
+    peaked_tiny_path,
     rollout_config,
-    train_toward,
-    vllm_tiny_path,
 )
 from verl.workers.rollout import build_rollout
 from verl.workers.rollout.async_server import get_async_server_class
-
-TARGET = " one two three four five six seven eight nine ten"
 
 
 @pytest.fixture(scope="module")
 def engine():
     """A trained tiny Llama (peaked, so greedy has no near-ties), its vLLM rollout and the async server on it."""
-    path = vllm_tiny_path()
+    path = peaked_tiny_path()
     tokenizer = load_tokenizer(path)
     model = load_model(path)
-    train_toward(model, tokenizer, PROMPTS, TARGET, steps=25)
     config = rollout_config("vllm", mode="async", n=1, temperature=1.0)
     rollout, manager = build_rollout(config, model_config(path), tokenizer, model)
     server = get_async_server_class("vllm")(rollout)

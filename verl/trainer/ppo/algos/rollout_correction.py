@@ -46,7 +46,7 @@ def compute_offpolicy_metrics(
     """Mismatch diagnostics between the rollout engine and the trainer over the valid tokens.
 
     ``kl`` = mean(rollout_log_prob - old_log_prob) (k1 estimate of KL(pi_rollout || pi_old));
-    ``k3_kl`` = mean(rho - 1 - log rho) (non-negative); ``mean_abs_log_ratio`` = mean |old - rollout|;
+    ``k3_kl`` = mean(rho - 1 - log rho) (non-negative); ``mean_abs_log_ratio`` = ``mean |old - rollout|``;
     ``training_ppl`` / ``rollout_ppl`` = mean over sequences of exp(-token-mean log-prob);
     ``chi2_token`` = mean(rho^2) - 1.
     """

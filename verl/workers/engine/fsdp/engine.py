@@ -101,7 +101,8 @@ class FSDPEngine:
             compile_decoder_layers(module)
         mp_policy = sharding.mixed_precision_policy(self.config.mixed_precision, self.config.model_dtype)
         self.module = sharding.apply_fsdp2(module, self.device_mesh, mp_policy, self.config)
-        if self.model_config.enable_activation_offload and self.role != "ref":
+        # training roles only (an optimizer); a frozen reward model's config has no such key
+        if self.optim_config is not None and self.model_config.enable_activation_offload:
             self.activation_offload = ActivationOffload(self.module)
         self._forward_module = self.module
         if self.optim_config is not None:

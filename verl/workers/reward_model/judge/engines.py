@@ -21,9 +21,10 @@ JUDGE_ENGINE_REGISTRY: Registry[type] = Registry(
 )
 
 
-def register_judge_engine(name: str) -> Callable[[type], type]:
-    """Class decorator adding a judge engine under ``name``."""
-    return JUDGE_ENGINE_REGISTRY.register(name)
+def register_judge_engine(name: str, requires: str | None = None) -> Callable[[type], type]:
+    """Class decorator adding a judge engine under ``name``; ``requires`` names the module it imports (its absence
+    fails at config validation)."""
+    return JUDGE_ENGINE_REGISTRY.register(name, requires=requires)
 
 
 def get_judge_engine_cls(name: str) -> type:
@@ -50,7 +51,7 @@ class JudgeEngine(ABC):
         """One judgment per prompt (``response_length`` tokens at most), decoded without special tokens."""
 
 
-@register_judge_engine("vllm")
+@register_judge_engine("vllm", requires="vllm")
 class VLLMJudgeEngine(JudgeEngine):
     """An in-process ``vllm.LLM`` holding the judge's own weights (``load_format`` of ``reward_model.rollout``)."""
 

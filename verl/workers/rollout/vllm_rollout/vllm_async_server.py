@@ -19,6 +19,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from verl.workers.rollout.async_server import (
@@ -68,7 +69,9 @@ class AsyncvLLMServer(AsyncRolloutServer):
         if self._thread is not None:
             raise RuntimeError("AsyncvLLMServer.start: already serving (sleep before waking up again)")
         self._stopping, self._error = False, None
-        self._thread = threading.Thread(target=self._serve, name="vllm-async-server", daemon=True)
+        # the serving thread must run on the engine's device (a new thread starts on CUDA device 0)
+        device = torch.cuda.current_device() if torch.cuda.is_available() else None
+        self._thread = threading.Thread(target=self._serve, args=(device,), name="vllm-async-server", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -142,8 +145,10 @@ class AsyncvLLMServer(AsyncRolloutServer):
             dist.broadcast_object_list(message, src=self.leader_rank, group=self.tp_cpu_group)
         return message[0]
 
-    def _serve(self) -> None:
+    def _serve(self, device: int | None) -> None:
         try:
+            if device is not None:
+                torch.cuda.set_device(device)
             while True:
                 new, stop = self._next_message()
                 if stop:
