@@ -15,7 +15,7 @@ SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
     + [*EXAMPLES.glob("agent_loop/*.sh")]
     + [*EXAMPLES.glob("reward_model/*.sh")]
-    + [*(EXAMPLES.parent / "recipe").glob("*/*.sh")]
+    + [p for p in (EXAMPLES.parent / "recipe").glob("*/*.sh") if "verl.trainer.main_ppo" in p.read_text()]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )
 ENV = {

@@ -8,6 +8,7 @@ which behaves the same on a laptop and on a multi-node cluster (``ray start`` fi
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -16,7 +17,16 @@ from typing import Any
 
 import hydra
 
-__all__ = ["cli", "main", "run_ppo", "prepare_config", "TaskRunner", "create_rl_dataset", "create_rl_sampler"]
+__all__ = [
+    "cli",
+    "main",
+    "run_or_exit",
+    "run_ppo",
+    "prepare_config",
+    "TaskRunner",
+    "create_rl_dataset",
+    "create_rl_sampler",
+]
 
 LAUNCH_ARGV_ENV = "VERL_LAUNCH_ARGV"
 """Environment variable with the command-line overrides of this launch (a JSON list), set by :func:`cli` and passed to
@@ -33,8 +43,9 @@ def _builtin_data_files(files: Any, split: str) -> Any:
     return [_builtin_data_files(f, split) for f in files]
 
 
-def prepare_config(config):
-    """Validate ``config`` into the typed ``PPOConfig`` and fill the embedded defaults, before Ray or any model.
+def prepare_config(config, schema: type | None = None):
+    """Validate ``config`` into the typed ``PPOConfig`` (or ``schema``, a recipe's extension of it) and fill the
+    embedded defaults, before Ray or any model.
 
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
@@ -46,9 +57,10 @@ def prepare_config(config):
     Raises ``ConfigError`` (a ``ValueError``) naming every problem.
     """
     from verl.trainer.config.loader import ConfigError, validate_config
+    from verl.trainer.config.root import PPOConfig
     from verl.utils.tracking import check_backends
 
-    typed = validate_config(config)
+    typed = validate_config(config, schema=schema or PPOConfig)
     try:
         check_backends(typed.trainer.logger)
     except (ValueError, ImportError) as exc:
@@ -79,10 +91,12 @@ def prepare_config(config):
 
 
 def _ray_init_kwargs(config) -> dict[str, Any]:
-    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers and the driver task; every
-    process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
+    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers of every resource pool and the
+    driver task; every process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
+        from verl.trainer.ppo.placement import resource_pool_spec
+
         workers = sum(sum(nodes) for nodes in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
     from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
@@ -140,16 +154,20 @@ def create_rl_sampler(data_config, dataset):
     return _create(data_config, dataset)
 
 
-def run_ppo(config, task_runner_class=None) -> None:
-    """Validate, start (or join) Ray, and run the training in a ``TaskRunner`` actor. Ctrl-C stops the run within
-    seconds (see :func:`_stop_on_interrupt`) and raises ``KeyboardInterrupt``; the CLI then exits with code 130."""
+def run_ppo(config, task_runner_class=None, schema: type | None = None) -> None:
+    """Validate (against ``schema``, default the PPO tree), start (or join) Ray, and run the training in a
+    ``TaskRunner`` actor (``task_runner_class``: a recipe's subclass, wrapped or not in ``ray.remote``). Ctrl-C
+    stops the run within seconds (see :func:`_stop_on_interrupt`) and raises ``KeyboardInterrupt``; the CLI then
+    exits with code 130."""
     import ray
 
-    config = prepare_config(config)
+    config = prepare_config(config, schema)
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(**_ray_init_kwargs(config))
-    runner_cls = task_runner_class or ray.remote(num_cpus=1)(TaskRunner)
+    runner_cls = task_runner_class or TaskRunner
+    if not hasattr(runner_cls, "remote"):
+        runner_cls = ray.remote(num_cpus=1)(runner_cls)
     runner = runner_cls.remote()
     try:
         done = runner.run.remote(config)
@@ -196,12 +214,17 @@ def _stop_on_interrupt(runner, config, shutdown_ray: bool) -> None:
 
 
 class TaskRunner:
-    """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``."""
+    """Builds tokenizer, datasets, reward functions and worker mapping, then runs ``RayPPOTrainer.fit``.
+
+    Recipes subclass it: ``trainer_class`` is the trainer to run, ``_role_worker_mapping`` the worker class per
+    role; roles go to the resource pools ``trainer.placement`` names (``verl.trainer.ppo.placement``)."""
+
+    trainer_class = "verl.trainer.ppo.ray_trainer:RayPPOTrainer"
+    """``module:Class`` of the trainer (imported inside the Ray actor)."""
 
     def run(self, config) -> None:
-        from verl.single_controller.ray import RayWorkerGroup, ResourcePoolManager
-        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-        from verl.trainer.ppo.reward import load_reward_manager
+        from verl.single_controller.ray import RayWorkerGroup
+        from verl.trainer.ppo.placement import build_resource_pool_manager
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.logging_utils import configure_verl_logging
         from verl.workers.fsdp_workers import load_tokenizer
@@ -216,17 +239,16 @@ class TaskRunner:
         processor = hf_processor(model.local_tokenizer_path, trust_remote_code=model.trust_remote_code)
 
         role_worker_mapping = self._role_worker_mapping(config, need_critic(config), need_reference_policy(config))
-        resource_pool_manager = ResourcePoolManager(
-            resource_pool_spec=resource_pool_spec(config), mapping=resource_pool_mapping(config, role_worker_mapping)
-        )
-        reward_fn = load_reward_manager(config, tokenizer, num_examine=0)
-        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1)
+        resource_pool_manager = build_resource_pool_manager(config, role_worker_mapping)
+        reward_fn, val_reward_fn = self._reward_functions(config, tokenizer)
         train_dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True)
         val_dataset = None
         if config.data.val_files:
             val_dataset = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False)
 
-        trainer = RayPPOTrainer(
+        module_name, _, class_name = self.trainer_class.partition(":")
+        trainer_cls = getattr(importlib.import_module(module_name), class_name)
+        trainer = trainer_cls(
             config=config,
             train_sampler=create_rl_sampler(config.data, train_dataset),
             tokenizer=tokenizer,
@@ -242,6 +264,14 @@ class TaskRunner:
         )
         trainer.init_workers()
         trainer.fit()
+
+    @staticmethod
+    def _reward_functions(config, tokenizer) -> tuple:
+        """``(reward_fn, val_reward_fn)``: the configured reward manager, combined with the reward model's or judge's
+        scores when ``reward_model`` runs one (a recipe whose ``reward_model`` is no score source overrides this)."""
+        from verl.trainer.ppo.reward import load_reward_manager
+
+        return load_reward_manager(config, tokenizer, num_examine=0), load_reward_manager(config, tokenizer, 1)
 
     @staticmethod
     def _role_worker_mapping(config, use_critic: bool, use_reference_policy: bool) -> dict:
@@ -263,24 +293,28 @@ class TaskRunner:
         return mapping
 
 
-def resource_pool_spec(config) -> dict[str, list[int]]:
-    """``global_pool`` (``trainer.n_gpus_per_node`` x ``nnodes``), plus ``reward_pool`` for a discriminative reward
-    model with ``reward_model.enable_resource_pool``."""
-    spec = {"global_pool": [int(config.trainer.n_gpus_per_node)] * int(config.trainer.nnodes)}
-    reward_model = config.reward_model
-    if reward_model.enable and not reward_model.use_reward_loop and reward_model.enable_resource_pool:
-        spec["reward_pool"] = [int(reward_model.n_gpus_per_node)] * int(reward_model.nnodes)
-    return spec
+def run_or_exit(config, task_runner_class=None, schema: type | None = None) -> None:
+    """:func:`run_ppo` for a command line: a config error printed (every problem, and that nothing started) with
+    exit code 2; Ctrl-C exits with code 130; a user fault (:func:`_user_fault`) prints its one-line message and
+    exits with code 1."""
+    from verl.trainer.config.loader import ConfigError
 
-
-def resource_pool_mapping(config, role_worker_mapping: dict) -> dict:
-    """Every role on ``global_pool`` except the reward model when it has its own pool."""
-    from verl.trainer.ppo.utils import Role
-
-    mapping = dict.fromkeys(role_worker_mapping, "global_pool")
-    if Role.RewardModel in mapping and "reward_pool" in resource_pool_spec(config):
-        mapping[Role.RewardModel] = "reward_pool"
-    return mapping
+    try:
+        run_ppo(config, task_runner_class, schema)
+    except ConfigError as exc:
+        print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        # Ray is already stopped (run_ppo); the interpreter's own teardown of Ray's threads can take seconds
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    except Exception as exc:
+        fault = _user_fault(exc)
+        if fault is None:
+            raise
+        print(f"\n{type(fault).__name__}: {fault}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def _user_fault(exc: BaseException) -> BaseException | None:
@@ -298,24 +332,7 @@ def _user_fault(exc: BaseException) -> BaseException | None:
 
 @hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)
 def main(config) -> None:
-    from verl.trainer.config.loader import ConfigError
-
-    try:
-        run_ppo(config)
-    except ConfigError as exc:
-        print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        # Ray is already stopped (run_ppo); the interpreter's own teardown of Ray's threads can take seconds
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    except Exception as exc:
-        fault = _user_fault(exc)
-        if fault is None:
-            raise
-        print(f"\n{type(fault).__name__}: {fault}", file=sys.stderr, flush=True)
-        sys.exit(1)
+    run_or_exit(config)
 
 
 def _config_name(argv: list[str]) -> str | None:
@@ -328,22 +345,25 @@ def _config_name(argv: list[str]) -> str | None:
     return None
 
 
-def cli() -> None:
-    """Normalise verl spellings (``+existing.key=``, renamed keys), check the command-line keys (nearest valid key on
-    a typo, "not supported yet" for pinned features) before Hydra composes, then run ``main``."""
+def cli(hydra_main=None, schema: type | None = None) -> None:
+    """Normalise verl spellings (``+existing.key=``, renamed keys), check the command-line keys against ``schema``
+    (nearest valid key on a typo, "not supported yet" for pinned features) before Hydra composes, then run
+    ``hydra_main`` (default: this module's ``main``; a recipe passes its own entry point and config class)."""
     from verl.trainer.config.loader import ConfigError, check_config_name, check_overrides, normalize_overrides
+    from verl.trainer.config.root import PPOConfig
 
+    schema = schema or PPOConfig
     try:
         config_name = _config_name(sys.argv[1:])
         if config_name is not None:
             check_config_name(config_name)
-        sys.argv[1:] = normalize_overrides(sys.argv[1:])
-        check_overrides(sys.argv[1:])
+        sys.argv[1:] = normalize_overrides(sys.argv[1:], schema)
+        check_overrides(sys.argv[1:], schema)
     except ConfigError as exc:
         print(f"{exc}\nNothing was started (no Ray, no model).", file=sys.stderr, flush=True)
         sys.exit(2)
     os.environ[LAUNCH_ARGV_ENV] = json.dumps(sys.argv[1:])  # messages print the command that resumes
-    main()
+    (hydra_main or main)()
 
 
 if __name__ == "__main__":

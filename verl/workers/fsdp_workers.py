@@ -8,7 +8,8 @@ Data dispatch is mesh-aware: each role's methods are split by that role's data-p
 coordinate of its engine's ``(dp, sp)`` Ulysses mesh), so the ranks of a sequence-parallel group get the same
 rows and only the first of them is collected.
 
-Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``.
+Roles of ``ActorRolloutRefWorker``: ``actor``, ``rollout``, ``ref``, ``actor_rollout``, ``actor_rollout_ref``, and
+``actor_ref`` (an actor without a rollout engine, as on the trainer pool of the one-step off-policy recipe).
 ``config`` is the typed ``actor_rollout_ref`` section (``model``, ``actor``, ``rollout``, ``ref``).
 Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of their own
 (``actor_infer_metrics``, ``ref_metrics``, ``critic_infer_metrics``), so outputs of several phases still union.
@@ -40,6 +41,7 @@ ROLES = {
     "ref": {"ref"},
     "actor_rollout": {"actor", "rollout"},
     "actor_rollout_ref": {"actor", "rollout", "ref"},
+    "actor_ref": {"actor", "ref"},
 }
 ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH, REWARD_MESH = "actor", "ref", "rollout", "critic", "reward_model"
 ROLLOUT_SERVER_GROUP = "rollout_server"

@@ -68,7 +68,11 @@ def _embedded_command_lines(document: object) -> list[list[str]]:
 
 
 def _root_class(document: dict) -> type:
-    """The dataclass a config builds on: its ``*_schema`` default, or that of the root config it extends."""
+    """The dataclass a config builds on: its ``*_schema`` default (a recipe's, wherever it stands), or that of the
+    root config it extends."""
+    for entry in document.get("defaults", []):
+        if isinstance(entry, str) and entry in ROOT_SCHEMA_CLASSES:
+            return schema_class(entry)
     for entry in document.get("defaults", []):
         if isinstance(entry, str) and entry in ROOT_SCHEMA_CLASSES:
             return schema_class(entry)
@@ -78,8 +82,8 @@ def _root_class(document: dict) -> type:
 
 
 def _validate(cfg, cls: type) -> None:
-    if cls is PPOConfig:
-        validate_config(cfg)
+    if issubclass(cls, PPOConfig):
+        validate_config(cfg, schema=cls)
     else:
         check_typed(cfg, cls)
 
@@ -102,6 +106,15 @@ def test_the_shipped_config_folder_is_found():
     assert "verl/trainer/config/rollout/hf.yaml" in names
 
 
+def _import_recipe(path: Path) -> None:
+    """A recipe's YAML builds on the schema its package registers on import (``recipe/<name>/__init__.py``)."""
+    import importlib
+
+    relative = path.relative_to(REPO_ROOT)
+    if relative.parts[0] == "recipe" and (REPO_ROOT / "recipe" / relative.parts[1] / "__init__.py").exists():
+        importlib.import_module(f"recipe.{relative.parts[1]}")
+
+
 def _check_multi_turn_file(path: Path, document: dict) -> None:
     from verl.interactions.utils.interaction_registry import initialize_interactions_from_config
     from verl.tools.utils.tool_registry import initialize_tools_from_config
@@ -113,6 +126,7 @@ def _check_multi_turn_file(path: Path, document: dict) -> None:
 
 @pytest.mark.parametrize("path", _shipped_yaml_files(), ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
 def test_shipped_yaml_composes_and_validates(path: Path):
+    _import_recipe(path)
     document = yaml.safe_load(path.read_text())
     if isinstance(document, dict) and set(document) & {"tools", "interaction"}:
         _check_multi_turn_file(path, document)

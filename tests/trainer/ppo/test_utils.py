@@ -30,6 +30,7 @@ def test_the_demo_step_is_on_policy():
         ["actor_rollout_ref.rollout.calculate_log_probs=True", "algorithm.rollout_correction.rollout_is=token"],
         ["algorithm.adv_estimator=optimal_token_baseline", "actor_rollout_ref.actor.calculate_sum_pi_squared=True"],
         ["actor_rollout_ref.actor.calculate_sum_pi_squared=True"],
+        ["actor_rollout_ref.actor.adaptive_entropy.enabled=True"],
     ],
     ids=[
         "switched-off",
@@ -40,6 +41,7 @@ def test_the_demo_step_is_on_policy():
         "rollout-is",
         "otb",
         "sum-pi-squared",
+        "adaptive-entropy",
     ],
 )
 def test_steps_that_need_the_pass_keep_it(overrides):

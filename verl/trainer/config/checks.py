@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from verl.trainer.config.agent_checks import rollout_mode_errors
+from verl.trainer.config.extend import RECIPE_OWNED_ATTR
 from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
 from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
@@ -190,6 +191,17 @@ def _algorithm_errors(cfg: PPOConfig) -> list[str]:
             "algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (acc, score, seq_reward, "
             "seq_final_reward)"
         )
+    adaptive = actor.adaptive_entropy
+    if adaptive.enabled and adaptive.min_ent_coef > adaptive.max_ent_coef:
+        errors.append(
+            f"actor_rollout_ref.actor.adaptive_entropy.min_ent_coef={adaptive.min_ent_coef} exceeds max_ent_coef="
+            f"{adaptive.max_ent_coef}; set min_ent_coef <= max_ent_coef"
+        )
+    if adaptive.enabled and algo.rollout_correction.bypass_mode:
+        errors.append(
+            "actor_rollout_ref.actor.adaptive_entropy.enabled needs the policy's entropy, which the old-log-prob pass "
+            "computes, but algorithm.rollout_correction.bypass_mode=True skips that pass; turn one of them off"
+        )
     correction = algo.rollout_correction
     if (correction.rollout_is or correction.rollout_rs or correction.bypass_mode) and not rollout.calculate_log_probs:
         errors.append(
@@ -275,10 +287,14 @@ def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
 
 def cross_field_errors(cfg: PPOConfig) -> list[str]:
     """Every cross-field inconsistency of ``cfg`` (empty when it is consistent)."""
-    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    from verl.trainer.ppo.placement import placement_errors, pool_world_size
+
+    errors = placement_errors(cfg)
+    if errors:
+        return errors
+    world = pool_world_size(cfg, "actor_rollout")
     rollout, ref = cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.ref
     seq_len = rollout.prompt_length + rollout.response_length
-    errors = []
     total = cfg.data.train_batch_size * rollout.n
     if total % world:
         errors.append(
@@ -288,7 +304,7 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
         )
     errors += _ppo_batch_errors(cfg.actor_rollout_ref.actor, "actor_rollout_ref.actor", cfg, world)
     if need_critic(cfg):
-        errors += _ppo_batch_errors(cfg.critic, "critic", cfg, world)
+        errors += _ppo_batch_errors(cfg.critic, "critic", cfg, pool_world_size(cfg, "critic"))
     errors += _log_prob_errors(
         "actor_rollout_ref.rollout",
         rollout.log_prob_micro_batch_size_per_gpu,
@@ -310,7 +326,8 @@ def cross_field_errors(cfg: PPOConfig) -> list[str]:
     errors += sequence_parallel_errors(cfg, world, need_critic(cfg), need_reference_policy(cfg))
     errors += _algorithm_errors(cfg)
     errors += _reward_errors(cfg)
-    errors += reward_model_errors(cfg)
+    if "reward_model" not in getattr(type(cfg), RECIPE_OWNED_ATTR, ()):  # PRIME's reward model is its own
+        errors += reward_model_errors(cfg)
     errors += _data_errors(cfg)
     errors += _trainer_errors(cfg, world)
     errors += rollout_mode_errors(cfg)

@@ -72,15 +72,18 @@ def compose_config(overrides: Sequence[str] | None = None, config_name: str = "p
     return _compose(str(CONFIG_DIR), config_name, overrides)
 
 
-def compose_config_file(path: str | os.PathLike, overrides: Sequence[str] | None = None) -> DictConfig:
-    """Compose a YAML file outside the package that lists ``ppo_trainer`` (or a group option) in its defaults.
+def compose_config_file(
+    path: str | os.PathLike, overrides: Sequence[str] | None = None, schema: type = PPOConfig
+) -> DictConfig:
+    """Compose a YAML file outside the package that lists ``ppo_trainer`` (or a group option) in its defaults;
+    ``overrides`` are normalised against ``schema`` (a recipe's tree for a recipe YAML).
 
     The file's folder comes first on the search path and this package's config folder second, as with
     ``python -m verl.trainer.main_ppo --config-path <folder> --config-name <file>`` plus
     ``hydra.searchpath=[pkg://verl.trainer.config]``.
     """
     path = Path(path).resolve()
-    overrides = ["hydra.searchpath=[pkg://verl.trainer.config]", *(overrides or [])]
+    overrides = ["hydra.searchpath=[pkg://verl.trainer.config]", *normalize_overrides(overrides or [], schema)]
     return _compose(str(path.parent), path.stem, overrides)
 
 
@@ -89,9 +92,9 @@ def load_config(overrides: Sequence[str] | None = None, config_name: str = "ppo_
     return validate_config(compose_config(overrides, config_name))
 
 
-def _declared(path: str) -> bool:
+def _declared(path: str, schema: type = PPOConfig) -> bool:
     """Whether ``path`` is a field the schema declares itself (not a key below a free-form mapping)."""
-    cls: Any = PPOConfig
+    cls: Any = schema
     for part in path.split("."):
         specs = field_specs(cls) if is_config_class(cls) else {}
         if part not in specs:
@@ -100,26 +103,26 @@ def _declared(path: str) -> bool:
     return True
 
 
-def _is_mapping_field(path: str) -> bool:
+def _is_mapping_field(path: str, schema: type = PPOConfig) -> bool:
     """Whether the declared field ``path`` is a free-form mapping (``dict[str, ...]``)."""
-    cls: Any = PPOConfig
+    cls: Any = schema
     for part in path.split("."):
         inner = field_specs(cls)[part][0]
         cls = inner
     return is_free_mapping(cls)
 
 
-def _renamed(key: str) -> str:
+def _renamed(key: str, schema: type = PPOConfig) -> str:
     """``key`` with an older verl spelling of its last part replaced by the current one (when that one exists)."""
     parent, _, leaf = key.rpartition(".")
     if leaf in RENAMED_KEYS:
         current = f"{parent}.{RENAMED_KEYS[leaf]}" if parent else RENAMED_KEYS[leaf]
-        if _declared(current):
+        if _declared(current, schema):
             return current
     return key
 
 
-def normalize_overrides(overrides: Sequence[str]) -> list[str]:
+def normalize_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> list[str]:
     """verl command lines as Hydra and the schema take them: ``+key=value`` / ``++key=value`` for a key the schema
     already declares become ``key=value`` (Hydra refuses to add an existing key; verl's schema lacked some), a key
     inside a free-form mapping (``rollout.engine_kwargs.vllm.swap_space``) gets ``++`` (add or override), and older
@@ -131,10 +134,10 @@ def normalize_overrides(overrides: Sequence[str]) -> list[str]:
             continue
         key, _, value = arg.partition("=")
         prefix = "++" if key.startswith("++") else "+" if key.startswith("+") else ""
-        bare = _renamed(key[len(prefix) :])
-        if prefix and _declared(bare):
-            prefix = "++" if _is_mapping_field(bare) else ""  # Hydra cannot re-add a key; "++" sets a mapping
-        elif not prefix and not _declared(bare) and resolve_path(PPOConfig, bare)[0]:
+        bare = _renamed(key[len(prefix) :], schema)
+        if prefix and _declared(bare, schema):
+            prefix = "++" if _is_mapping_field(bare, schema) else ""  # Hydra cannot re-add a key; "++" sets a mapping
+        elif not prefix and not _declared(bare, schema) and resolve_path(schema, bare)[0]:
             prefix = "++"  # a key inside a free-form mapping (engine_kwargs.vllm.x): add it, or override it
         normalized.append(f"{prefix}{bare}={value}")
     return normalized
@@ -147,8 +150,9 @@ def check_config_name(config_name: str) -> None:
         raise ConfigError([CONFIG_NAME_PINS[name].message(f"--config-name={config_name}")])
 
 
-def check_overrides(overrides: Sequence[str]) -> None:
-    """Fail fast on ``key=value`` overrides whose key is not in the schema, naming the nearest valid key.
+def check_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> None:
+    """Fail fast on ``key=value`` overrides whose key is not in ``schema`` (the PPO tree, or a recipe's extension
+    of it), naming the nearest valid key.
 
     Flags (``--cfg``, ``-m``), ``hydra.*`` keys, group selections (``rollout@...=hf``, ``critic=...``),
     additions (``+key=value``) and deletions (``~key``) are left to Hydra and to :func:`validate_config`.
@@ -161,24 +165,24 @@ def check_overrides(overrides: Sequence[str]) -> None:
             continue
         if arg.startswith("+"):  # an added key: only pins are checked here, Hydra and validation do the rest
             key = arg.lstrip("+").split("=", 1)[0].strip()
-            if pinned_key(key) is not None and not _declared(key):
+            if pinned_key(key) is not None and not _declared(key, schema):
                 prefix, pin = pinned_key(key)
                 errors.append(pin.message(prefix))
             continue
         key = arg.split("=", 1)[0].strip()
         if "@" in key or "/" in key or key in groups or key.startswith("hydra.") or key == "hydra":
             continue
-        if pinned_key(key) is not None and not _declared(key):
+        if pinned_key(key) is not None and not _declared(key, schema):
             prefix, pin = pinned_key(key)
             errors.append(pin.message(prefix))
             continue
-        known, parent, unknown, siblings = resolve_path(PPOConfig, key)
+        known, parent, unknown, siblings = resolve_path(schema, key)
         if known:
             continue
         if not siblings:
             errors.append(f"'{key}': '{parent}' is a value, not a group of keys (it has no key '{unknown}')")
             continue
-        near = nearest_keys(PPOConfig, parent, unknown, siblings)
+        near = nearest_keys(schema, parent, unknown, siblings)
         full = f"{parent}.{unknown}" if parent else unknown
         hint = f"did you mean {' or '.join(repr(n) for n in near)}?" if near else f"valid keys here: {siblings}"
         errors.append(f"unknown key '{full}' in override '{arg}'; {hint}")

@@ -50,6 +50,38 @@ ROOT_SCHEMA_CLASSES = {
 """Schema node name -> ``module:Class`` of the dataclass it was built from (for validating root YAMLs)."""
 
 
+def register_schema(name: str, spec: str) -> None:
+    """Store a recipe's root config (``spec`` is ``"module:Class"``, e.g. a class made by
+    :func:`verl.trainer.config.extend.extend_config`) under ``name`` in Hydra's ConfigStore, and remember the class
+    for :func:`schema_class`. The node holds only what differs from :class:`PPOConfig`'s defaults (the recipe's new
+    keys and the defaults it changes): a recipe YAML lists ``ppo_trainer`` then ``name`` in its defaults, so every
+    preset of ``ppo_trainer.yaml`` applies first, the recipe's own keys then exist (and can be overridden on the
+    command line), and its defaults win. Idempotent."""
+    from verl.trainer.config.root import PPOConfig
+
+    ROOT_SCHEMA_CLASSES[name] = spec
+    if ConfigStore.instance().repo.get(f"{name}.yaml") is not None:
+        return
+    recipe = OmegaConf.to_container(OmegaConf.structured(schema_class(name)))
+    base = OmegaConf.to_container(OmegaConf.structured(PPOConfig))
+    ConfigStore.instance().store(name=name, node=_differences(recipe, base), provider="verl")
+
+
+def _differences(node: dict, base: dict) -> dict:
+    """The entries of ``node`` that ``base`` lacks or holds with another value (recursing into mappings)."""
+    out = {}
+    for key, value in node.items():
+        if key not in base:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(base[key], dict):
+            inner = _differences(value, base[key])
+            if inner:
+                out[key] = inner
+        elif value != base[key]:
+            out[key] = value
+    return out
+
+
 def schema_class(name: str) -> type:
     """The dataclass behind the ConfigStore schema ``name`` (e.g. ``ppo_trainer_schema`` -> ``PPOConfig``)."""
     import importlib

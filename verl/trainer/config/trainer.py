@@ -23,6 +23,24 @@ class CustomRewardFunctionConfig(BaseConfig):
 
 
 @dataclass
+class PlacementConfig(BaseConfig):
+    """Which resource pool each worker group runs on (split placement).
+
+    By default every role shares ``global_pool`` (``trainer.nnodes`` x ``trainer.n_gpus_per_node`` processes):
+    roles on one pool are colocated, one process per device holding them all. Naming a role here moves it to its
+    own pool, e.g. ``pools: {critic_pool: [2]}`` with ``roles: {critic: critic_pool}`` trains the critic on two
+    more devices, beside the actor instead of time-sharing its devices.
+    """
+
+    pools: dict[str, list[int]] | None = None
+    """Extra resource pools: name -> processes (devices) per node, e.g. ``{critic_pool: [2]}``; null: none."""
+
+    roles: dict[str, str] | None = None
+    """Worker group -> pool name, e.g. ``{critic: critic_pool}``; groups not named here (``actor_rollout``, ``ref``,
+    ``critic`` and those a recipe adds, such as ``teacher``) run on ``global_pool``; null: all of them."""
+
+
+@dataclass
 class TrainerConfig(BaseConfig):
     """The training run: resources, length, validation, checkpoints and logging."""
 
@@ -116,6 +134,9 @@ class TrainerConfig(BaseConfig):
 
     ray_wait_register_center_timeout: int = bounded_field(300, gt=0)
     """Seconds to wait for the workers to register with Ray."""
+
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    """Resource pools of the worker groups (split placement); empty: everything on ``global_pool``."""
 
     def resolved_device(self) -> str:
         """The device to use: ``device``, with ``auto`` turned into ``cuda`` when torch sees one, else ``cpu``."""

@@ -230,22 +230,26 @@ def check_typed(cfg: DictConfig | dict, cls: type, prefix: str = "") -> Any:
     return to_typed(checked, cls)
 
 
-def validate_config(cfg: DictConfig | dict | PPOConfig, *, check_registries: bool = True) -> PPOConfig:
-    """Check a composed PPO config and return it as a typed :class:`PPOConfig`.
+def validate_config(
+    cfg: DictConfig | dict | PPOConfig, *, check_registries: bool = True, schema: type = PPOConfig
+) -> PPOConfig:
+    """Check a composed PPO config and return it as a typed :class:`PPOConfig` (or as ``schema``, a recipe's
+    extension of it made by :func:`verl.trainer.config.extend.extend_config`).
 
     Raises :class:`ConfigError` listing every problem: unknown keys (with the nearest valid key), wrong
     types and out-of-range or disallowed values (with the allowed values), cross-field inconsistencies
-    (naming every key involved and the fix), and names missing from the advantage-estimator,
-    policy-loss and reward-manager registries (listing the registered ones).
+    (naming every key involved and the fix; a recipe adds its own), and names missing from the
+    advantage-estimator, policy-loss and reward-manager registries (listing the registered ones).
     """
     from verl.trainer.config.checks import cross_field_errors, registry_errors
     from verl.trainer.config.deprecated import apply_deprecated_micro_batch_sizes
+    from verl.trainer.config.extend import recipe_errors
 
-    typed = cfg if isinstance(cfg, PPOConfig) else check_typed(cfg, PPOConfig)
+    typed = cfg if isinstance(cfg, schema) else check_typed(cfg, schema)
     errors = apply_deprecated_micro_batch_sizes(typed)
     if errors:
         raise ConfigError(errors)
-    errors = cross_field_errors(typed)
+    errors = cross_field_errors(typed) + recipe_errors(typed)
     if check_registries:
         errors += registry_errors(typed)
     if errors:

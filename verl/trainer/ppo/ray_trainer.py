@@ -111,6 +111,12 @@ class RayPPOTrainer:
         self.n = int(config.actor_rollout_ref.rollout.n)
         if config.algorithm.use_kl_in_reward:
             self.kl_ctrl_in_reward = core_algos.get_kl_controller(config.algorithm.kl_ctrl)
+        actor = config.actor_rollout_ref.actor
+        self.entropy_controller = None
+        if actor.adaptive_entropy.enabled:
+            from verl.trainer.ppo.algos.entropy_control import AdaptiveEntropyController
+
+            self.entropy_controller = AdaptiveEntropyController(actor.adaptive_entropy, actor.entropy_coeff)
 
         self._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)
         steps_in_data = len(self.train_dataloader) * int(config.trainer.total_epochs)
@@ -128,7 +134,7 @@ class RayPPOTrainer:
         from verl.utils.dataset import create_rl_dataloader
 
         data = self.config.data
-        batch_size = data.gen_batch_size or data.train_batch_size
+        batch_size = self._prompts_per_step()
         if len(train_dataset) < batch_size:
             raise ValueError(
                 f"the training set has {len(train_dataset)} prompts, fewer than one batch of {batch_size} "
@@ -145,6 +151,11 @@ class RayPPOTrainer:
                 val_dataset, data, batch_size=val_batch_size, is_train=False, **collate
             )
 
+    def _prompts_per_step(self) -> int:
+        """Prompts drawn per generation round: ``data.gen_batch_size`` (dynamic sampling) or ``train_batch_size``."""
+        data = self.config.data
+        return int(data.gen_batch_size or data.train_batch_size)
+
     def _training_batches(self):
         """Batches over ``trainer.total_epochs`` epochs, from the dataloader's saved position on."""
         yield from self.train_dataloader.iter_epochs(self.config.trainer.total_epochs)
@@ -154,22 +165,29 @@ class RayPPOTrainer:
         for section in (self.config.actor_rollout_ref.actor, self.config.critic):
             section.optim.total_training_steps = self.total_training_steps
 
+    def _worker_group_names(self) -> dict:
+        """Extra ``Role -> (group name, config section, role argument)`` entries of a recipe's worker groups."""
+        return {}
+
     def init_workers(self) -> None:
-        """Spawn the worker groups and load the models (the actor last)."""
+        """Spawn the worker groups and load the models (the actor last); ``self.worker_groups`` holds them all."""
         groups = build_worker_groups(
             self.config,
             self.role_worker_mapping,
             self.resource_pool_manager,
             self.ray_worker_group_cls,
             device_name=self.device_name,
+            group_names=self._worker_group_names(),
         )
+        self.worker_groups = groups
         self.critic_wg = groups.get("critic")
         self.ref_policy_wg = groups.get("ref")
         self.rm_wg = groups.get("rm")
         self.actor_rollout_wg = groups["actor_rollout"]
-        for worker_group in (self.critic_wg, self.ref_policy_wg, self.rm_wg, self.actor_rollout_wg):
-            if worker_group is not None:
+        for name, worker_group in groups.items():
+            if name != "actor_rollout":
                 worker_group.init_model()
+        self.actor_rollout_wg.init_model()
         if self.ref_in_actor:
             self.ref_policy_wg = self.actor_rollout_wg
         self.rollout_generator = build_rollout_generator(self.config, self.actor_rollout_wg)
@@ -194,12 +212,22 @@ class RayPPOTrainer:
             "global_steps": self.global_steps,
         }
 
-    def _generate(self, batch: DataProto, do_sample: bool = True) -> DataProto:
-        """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
+    def _generation_inputs(self, batch: DataProto, world_size: int, do_sample: bool = True) -> tuple[DataProto, int]:
+        """The prompt columns of ``batch`` with the sampling meta, padded to a multiple of ``world_size``; and the
+        number of padding rows."""
         gen_batch = split_generation_inputs(batch)
         gen_batch.meta_info = self._generation_meta(do_sample)
-        gen_batch, pad_size = pad_dataproto_to_divisor(gen_batch, self.rollout_generator.world_size)
-        output = unpad_dataproto(self.rollout_generator.generate_sequences(gen_batch), pad_size)
+        return pad_dataproto_to_divisor(gen_batch, world_size)
+
+    def _generate(self, batch: DataProto, do_sample: bool = True) -> DataProto:
+        """Roll out one response per row (rows are already repeated n times) and join it to ``batch``."""
+        gen_batch, pad_size = self._generation_inputs(batch, self.rollout_generator.world_size, do_sample)
+        return self._join_generation(batch, self.rollout_generator.generate_sequences(gen_batch), pad_size)
+
+    def _join_generation(self, batch: DataProto, output: DataProto, pad_size: int) -> DataProto:
+        """``batch`` with the rollout's ``output`` (padding rows dropped) joined, ``response_mask`` and the workers'
+        generation metrics (``meta_info["generation_metrics"]``)."""
+        output = unpad_dataproto(output, pad_size)
         worker_metrics = {f"timing_s/{k}": v for k, v in output.meta_info.pop("timing", {}).items()}
         worker_metrics.update(output.meta_info.pop("metrics", {}))
         batch = batch.union(output)
@@ -264,19 +292,25 @@ class RayPPOTrainer:
             batch = prompts.repeat(repeat_times=self.n, interleave=True)
             with marked_timer("gen", timing_raw):
                 batch = self._generate(batch)
-            for name, value in batch.meta_info.pop("generation_metrics", {}).items():
-                if name.startswith("timing_s/"):  # e.g. timing_s/update_weights measured by the worker
-                    timing_raw[name[len("timing_s/") :]] = timing_raw.get(name[len("timing_s/") :], 0.0) + value
-                else:
-                    metrics[name] = value
-            with marked_timer("reward", timing_raw):
-                batch = self._score(batch)
-            metrics.update(batch.meta_info.pop("reward_metrics", {}))
-            if self.config.trainer.rollout_data_dir:
-                dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
+            batch = self._score_generated(batch, timing_raw, metrics)
             if batcher.add(batch):
                 metrics.update(batcher.metrics())
                 return batcher.result()
+
+    def _score_generated(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
+        """Record the rollout workers' metrics (their ``timing_s/*`` into ``timing_raw``), score the batch and dump
+        it when ``trainer.rollout_data_dir`` is set."""
+        for name, value in batch.meta_info.pop("generation_metrics", {}).items():
+            if name.startswith("timing_s/"):  # e.g. timing_s/update_weights measured by the worker
+                timing_raw[name[len("timing_s/") :]] = timing_raw.get(name[len("timing_s/") :], 0.0) + value
+            else:
+                metrics[name] = value
+        with marked_timer("reward", timing_raw):
+            batch = self._score(batch)
+        metrics.update(batch.meta_info.pop("reward_metrics", {}))
+        if self.config.trainer.rollout_data_dir:
+            dump_batch_generations(batch, self.tokenizer, self.global_steps, self.config.trainer.rollout_data_dir)
+        return batch
 
     def _balance_batch(self, batch: DataProto, metrics: dict) -> DataProto:
         """Reorder rows so each data-parallel rank gets about the same number of tokens (``trainer.balance_batch``)."""
@@ -360,6 +394,15 @@ class RayPPOTrainer:
     def _update_critic(self, batch: DataProto) -> dict[str, float]:
         return reduce_metrics(self.critic_wg.update_critic(batch).meta_info["metrics"])
 
+    def _apply_entropy_control(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Skywork-OR1's adaptive entropy coefficient for this update (``actor.adaptive_entropy``), from the
+        policy's entropy on this batch (``actor/entropy``) -> ``meta_info["entropy_coeff"]``."""
+        if self.entropy_controller is not None:
+            coef = self.entropy_controller.step(metrics["actor/entropy"])
+            batch.meta_info["entropy_coeff"] = coef
+            metrics["actor/entropy_coeff"] = coef
+        return batch
+
     def _update_actor(self, batch: DataProto) -> dict[str, float]:
         return reduce_metrics(self.actor_rollout_wg.update_actor(batch).meta_info["metrics"])
 
@@ -369,32 +412,45 @@ class RayPPOTrainer:
         timing_raw: dict[str, float] = {}
         with marked_timer("step", timing_raw):
             batch = self._rollout_and_score(batches, timing_raw, metrics)
-            batch = self._balance_batch(batch, metrics)
-            batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
-            if not self.old_log_probs_from_update:  # else the update's own forward pass gives them
-                with marked_timer("old_log_prob", timing_raw):
-                    batch = self._recompute_old_log_probs(batch, metrics)
-            if self.use_reference_policy:
-                with marked_timer("ref", timing_raw):
-                    batch = self._compute_ref_log_probs(batch, metrics)
-            if self.use_critic:
-                with marked_timer("values", timing_raw):
-                    batch = self._compute_values(batch, metrics)
-            with marked_timer("adv", timing_raw):
-                batch = self._collect_scores(batch)
-                metrics.update(batch.meta_info.pop("reward_metrics", {}))
-                batch = self._apply_kl_in_reward(batch, metrics)
-                batch = self._apply_rollout_correction(batch, metrics)
-                batch = self._compute_advantages(batch)
-                finite_checks.check_update_inputs(batch, self.global_steps)
-            if self.use_critic:
-                with marked_timer("update_critic", timing_raw):
-                    metrics.update(self._update_critic(batch))
-            if self.global_steps > int(self.config.trainer.critic_warmup):
-                with marked_timer("update_actor", timing_raw):
-                    metrics.update(self._update_actor(batch))
-            finite_checks.check_update_losses(metrics, self.global_steps)
+            batch = self._learn(batch, timing_raw, metrics)
+        return self._step_metrics(batch, timing_raw, metrics)
 
+    def _learn(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
+        """Everything after scoring: old/reference log-probs, values, advantages, critic and actor updates."""
+        batch = self._balance_batch(batch, metrics)
+        batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
+        if not self.old_log_probs_from_update:  # else the update's own forward pass gives them
+            with marked_timer("old_log_prob", timing_raw):
+                batch = self._recompute_old_log_probs(batch, metrics)
+        if self.use_reference_policy:
+            with marked_timer("ref", timing_raw):
+                batch = self._compute_ref_log_probs(batch, metrics)
+        if self.use_critic:
+            with marked_timer("values", timing_raw):
+                batch = self._compute_values(batch, metrics)
+        with marked_timer("adv", timing_raw):
+            batch = self._rewards_and_advantages(batch, timing_raw, metrics)
+            finite_checks.check_update_inputs(batch, self.global_steps)
+        if self.use_critic:
+            with marked_timer("update_critic", timing_raw):
+                metrics.update(self._update_critic(batch))
+        if self.global_steps > int(self.config.trainer.critic_warmup):
+            with marked_timer("update_actor", timing_raw):
+                batch = self._apply_entropy_control(batch, metrics)
+                metrics.update(self._update_actor(batch))
+        finite_checks.check_update_losses(metrics, self.global_steps)
+        return batch
+
+    def _rewards_and_advantages(self, batch: DataProto, timing_raw: dict, metrics: dict) -> DataProto:
+        """The final token rewards (async scores collected, KL in reward), rollout correction, then advantages."""
+        batch = self._collect_scores(batch)
+        metrics.update(batch.meta_info.pop("reward_metrics", {}))
+        batch = self._apply_kl_in_reward(batch, metrics)
+        batch = self._apply_rollout_correction(batch, metrics)
+        return self._compute_advantages(batch)
+
+    def _step_metrics(self, batch: DataProto, timing_raw: dict, metrics: dict) -> dict[str, float]:
+        """The step's metrics plus the batch's data, timing and throughput metrics."""
         metrics.update(compute_data_metrics(batch, use_critic=self.use_critic))
         metrics.update(compute_timing_metrics(batch, timing_raw))
         metrics.update(compute_throughout_metrics(batch, timing_raw, n_gpus=self.resource_pool_manager.get_n_gpus()))
@@ -432,6 +488,7 @@ class RayPPOTrainer:
                 global_step=self.global_steps,
                 max_ckpt_to_keep=trainer.max_critic_ckpt_to_keep,
             )
+        self._save_extra_models(step_dir)
         state = {
             "global_step": self.global_steps,
             "dataloader": self.train_dataloader.state_dict(),
@@ -439,10 +496,18 @@ class RayPPOTrainer:
         }
         if self.config.algorithm.use_kl_in_reward:
             state["kl_coef"] = self.kl_ctrl_in_reward.value
+        if self.entropy_controller is not None:
+            state["entropy_control"] = self.entropy_controller.state_dict()
         checkpointing.save_trainer_state(step_dir, state)
         checkpointing.write_manifest(step_dir, checksums=trainer.checkpoint_checksum)
         checkpointing.write_tracker(trainer.default_local_dir, self.global_steps)
         checkpointing.prune_old_checkpoints(trainer.default_local_dir, keep)
+
+    def _save_extra_models(self, step_dir: str) -> None:
+        """A recipe's own models (e.g. PRIME's reward model), saved before the trainer state and the tracker."""
+
+    def _load_extra_models(self, step_dir: str) -> None:
+        """Restore what :meth:`_save_extra_models` wrote."""
 
     def _load_checkpoint(self) -> int:
         """Restore the checkpoint ``trainer.resume_mode`` selects; returns its global step (0 if none)."""
@@ -455,12 +520,15 @@ class RayPPOTrainer:
         self.actor_rollout_wg.load_checkpoint(f"{path}/actor", del_local_after_load=delete)
         if self.use_critic:
             self.critic_wg.load_checkpoint(f"{path}/critic", del_local_after_load=delete)
+        self._load_extra_models(path)
         state = checkpointing.load_trainer_state(path)
         self.global_steps = int(state["global_step"])
         self.train_dataloader.load_state_dict(state["dataloader"])
         self.train_scores = list(state.get("train_scores", []))
         if "kl_coef" in state:
             self.kl_ctrl_in_reward.value = state["kl_coef"]
+        if "entropy_control" in state and self.entropy_controller is not None:
+            self.entropy_controller.load_state_dict(state["entropy_control"])
         return self.global_steps
 
     # ------------------------------------------------------------------ the loop

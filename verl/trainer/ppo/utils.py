@@ -83,7 +83,8 @@ def old_log_probs_from_update(config: PPOConfig) -> bool:
     ``old_log_probs`` before the update: the KL penalty in the reward (``algorithm.use_kl_in_reward``), rollout
     correction (``algorithm.rollout_correction`` importance weights, rejection, veto or bypass), the rollout-vs-
     training log-prob diagnostics a user asks for with ``rollout.calculate_log_probs``, an advantage estimator
-    that takes them, or ``actor.calculate_sum_pi_squared`` (computed in that pass).
+    that takes them, ``actor.calculate_sum_pi_squared`` (computed in that pass) or ``actor.adaptive_entropy`` (its
+    coefficient follows that pass's entropy).
     """
     actor = config.actor_rollout_ref.actor
     if not actor.skip_old_log_prob_on_policy:
@@ -100,6 +101,8 @@ def old_log_probs_from_update(config: PPOConfig) -> bool:
     diagnostics = config.actor_rollout_ref.rollout.calculate_log_probs
     # the log-prob pass also computes sum_v pi^2 (actor.calculate_sum_pi_squared)
     sum_pi_squared = actor.calculate_sum_pi_squared
-    if config.algorithm.use_kl_in_reward or corrects or diagnostics or sum_pi_squared:
+    # adaptive entropy control sets the update's coefficient from that pass's entropy
+    adaptive_entropy = actor.adaptive_entropy.enabled
+    if config.algorithm.use_kl_in_reward or corrects or diagnostics or sum_pi_squared or adaptive_entropy:
         return False
     return "old_log_probs" not in estimator_inputs(config.algorithm.adv_estimator)

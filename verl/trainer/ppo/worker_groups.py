@@ -15,11 +15,14 @@ from verl.trainer.ppo.utils import Role
 
 __all__ = ["build_worker_groups", "WORKER_GROUP_NAMES"]
 
-# Role -> (name of its worker group, the config section its worker receives, the ``role`` argument or None)
-WORKER_GROUP_NAMES: dict[Role, tuple[str, str, str | None]] = {
+# Role -> (name of its worker group, the config section its worker receives (None: the whole config), the ``role``
+# argument or None)
+WORKER_GROUP_NAMES: dict[Role, tuple[str, str | None, str | None]] = {
     Role.ActorRollout: ("actor_rollout", "actor_rollout_ref", "actor_rollout"),
     Role.ActorRolloutRef: ("actor_rollout", "actor_rollout_ref", "actor_rollout_ref"),
     Role.RefPolicy: ("ref", "actor_rollout_ref", "ref"),
+    Role.Actor: ("actor", "actor_rollout_ref", "actor"),
+    Role.Rollout: ("rollout", "actor_rollout_ref", "rollout"),
     Role.Critic: ("critic", "critic", None),
     Role.RewardModel: ("rm", "reward_model", None),
 }
@@ -31,19 +34,22 @@ def build_worker_groups(
     resource_pool_manager: Any,
     ray_worker_group_cls: type,
     device_name: str | None = None,
+    group_names: dict[Any, tuple[str, str | None, str | None]] | None = None,
 ) -> dict[str, Any]:
     """Create the resource pools and one worker group per role; returns ``{"actor_rollout": wg, ...}``.
 
-    Models are not loaded here: the caller runs ``init_model`` on each group (the actor last, so that the
-    rollout engine can size its cache after the other models took their memory).
+    ``group_names`` adds or replaces entries of :data:`WORKER_GROUP_NAMES` (a recipe's roles). Models are not
+    loaded here: the caller runs ``init_model`` on each group (the actor last, so that the rollout engine can size
+    its cache after the other models took their memory).
     """
+    names = {**WORKER_GROUP_NAMES, **(group_names or {})}
     resource_pool_manager.create_resource_pool()
     classes_per_pool: dict[Any, dict[str, RayClassWithInitArgs]] = defaultdict(dict)
     for role, worker_cls in role_worker_mapping.items():
-        if role not in WORKER_GROUP_NAMES:
-            raise ValueError(f"No worker group is defined for {role}; known roles: {list(WORKER_GROUP_NAMES)}")
-        group_name, section, role_arg = WORKER_GROUP_NAMES[role]
-        init_kwargs = {"config": getattr(config, section)}
+        if role not in names:
+            raise ValueError(f"No worker group is defined for {role}; known roles: {list(names)}")
+        group_name, section, role_arg = names[role]
+        init_kwargs = {"config": getattr(config, section) if section else config}
         if role_arg is not None:
             init_kwargs["role"] = role_arg
         pool = resource_pool_manager.get_resource_pool(role)

@@ -41,13 +41,14 @@ def make_problem(rng: random.Random, spec: ArithmeticSpec) -> tuple[str, int]:
 
 
 def make_row(expression: str, value: int, split: str, index: int) -> dict[str, Any]:
-    """A row in verl's schema for one problem."""
+    """A row in verl's schema for one problem; ``extra_info.answer`` is the reference response (``#### <value>``), so
+    the task also serves supervised recipes (SFT, SPIN) with ``data.response_key=extra_info.answer``."""
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": "user", "content": f"What is {expression}? {INSTRUCTION}"}],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": str(value)},
-        "extra_info": {"split": split, "index": index, "expression": expression},
+        "extra_info": {"split": split, "index": index, "expression": expression, "answer": f"#### {value}"},
     }
 
 

@@ -37,7 +37,7 @@ def _shapes_split(split: str) -> list[dict[str, Any]]:
     return make_split(split)
 
 
-register_builtin_task("arithmetic", "v3", _arithmetic_split)
+register_builtin_task("arithmetic", "v4", _arithmetic_split)
 register_builtin_task("shapes", "v1", _shapes_split)
 
 

@@ -33,6 +33,7 @@ from verl.utils.torch_functional import (
 )
 from verl.workers.actor.base import BasePPOActor
 from verl.workers.actor.loss import (
+    SUMMED_METRICS,
     actor_loss,
     mini_batches,
     needs_entropy,
@@ -67,7 +68,13 @@ class DataParallelPPOActor(BasePPOActor):
     """``config`` is an ``ActorConfig`` whose ``ppo_mini_batch_size`` is already per rank (in samples, i.e.
     multiplied by ``rollout.n`` and divided by the data-parallel size, as the worker does); the frozen reference
     policy passes its ``RefConfig`` and only computes log-probs. ``ulysses`` is the engine's ``(dp, sp)`` mesh
-    (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism."""
+    (``FSDPEngine.ulysses``); ``None`` means no sequence parallelism.
+
+    A recipe's loss subclasses it and overrides :meth:`_micro_batch_loss` (and :meth:`_update_keys`,
+    :meth:`_global_counts`, ``SUMMED_METRICS`` when its loss reads other columns or normalises differently)."""
+
+    SUMMED_METRICS = SUMMED_METRICS
+    """Loss metrics that are micro-batch shares of the mini-batch value (summed over micro-batches and ranks)."""
 
     def __init__(
         self,
@@ -182,6 +189,17 @@ class DataParallelPPOActor(BasePPOActor):
         )
         return actor_loss(self.config, log_prob, entropy, micro_batch, counts)
 
+    def _update_keys(self, data: DataProto) -> list[str]:
+        """Batch columns the update reads; without ``old_log_probs`` the PPO loss takes them from its own forward
+        pass, which only an on-policy step allows (a recipe loss that reads no ``old_log_probs`` overrides this)."""
+        if "old_log_probs" not in data.batch.keys():
+            require_on_policy(self.config, data)
+        return update_keys(self.config, data, MODEL_INPUT_KEYS)
+
+    def _global_counts(self, mini_batch: DataProto) -> tuple[float, float]:
+        """``(tokens, sequences)`` of the mini-batch over the data-parallel group, the denominators of ``agg_loss``."""
+        return global_counts(mini_batch.batch["response_mask"], self.dp_group)
+
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """``ppo_epochs`` × mini-batches × micro-batches with gradient accumulation; one optimizer step per
         mini-batch. Loss metrics are the whole mini-batch's values (summed shares over micro-batches and
@@ -191,17 +209,15 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
-        if "old_log_probs" not in data.batch.keys():
-            require_on_policy(config, data)
         data = data.select(
-            batch_keys=update_keys(config, data, MODEL_INPUT_KEYS),
+            batch_keys=self._update_keys(data),
             non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],
         )
         metrics: dict[str, list[float]] = defaultdict(list)
         world = dp_world_size()
         for epoch in range(int(config.ppo_epochs)):
             for mini_batch in self._mini_batches(data, epoch):
-                counts = global_counts(mini_batch.batch["response_mask"], self.dp_group)
+                counts = self._global_counts(mini_batch)
                 multi_modal_rows = mini_batch.non_tensor_batch.get(MULTI_MODAL_KEY)
                 plan = plan_micro_batches(
                     _tensor_batch(mini_batch),
@@ -219,7 +235,7 @@ class DataParallelPPOActor(BasePPOActor):
                         step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
                 reduce = partial(all_reduce_sum, group=self.dp_group)
-                for name, value in reduce_step_metrics(step_metrics, reduce).items():
+                for name, value in reduce_step_metrics(step_metrics, reduce, self.SUMMED_METRICS).items():
                     metrics[name].append(value)
                 metrics["actor/grad_norm"].append(grad_norm)
         self.actor_optimizer.zero_grad(set_to_none=True)

@@ -13,6 +13,8 @@ entropy is measured in the same forward pass for ``actor/entropy`` (the trainer 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from verl.protocol import DataProto
@@ -123,10 +125,31 @@ def mini_batches(config: PPOUpdateConfig, data: DataProto, epoch: int) -> list[D
     return data.split(mini_batch_size)
 
 
-def reduce_step_metrics(step_metrics: dict[str, list[float]], sum_over_ranks) -> dict[str, float]:
+def reduce_step_metrics(
+    step_metrics: dict[str, list[float]], sum_over_ranks, summed: frozenset[str] = SUMMED_METRICS
+) -> dict[str, float]:
     """One mini-batch's metrics: shares summed over micro-batches and (through ``sum_over_ranks``) ranks for
-    :data:`SUMMED_METRICS`, other (ratio) metrics averaged over micro-batches."""
+    ``summed`` (a loss's share metrics, default :data:`SUMMED_METRICS`), other (ratio) metrics averaged over
+    micro-batches."""
     out = {}
     for name, values in step_metrics.items():
-        out[name] = sum_over_ranks(sum(values)) if name in SUMMED_METRICS else sum(values) / len(values)
+        out[name] = sum_over_ranks(sum(values)) if name in summed else sum(values) / len(values)
     return out
+
+
+@contextmanager
+def step_overrides(actor, meta_info: dict):
+    """The trainer's per-step settings for one ``update_policy``: ``meta_info["entropy_coeff"]`` (adaptive entropy
+    control) replaces ``actor.config.entropy_coeff`` while the update runs."""
+    coeff = meta_info.get("entropy_coeff")
+    if coeff is None:
+        yield
+        return
+    from verl.workers.actor.role_utils import with_fields
+
+    original = actor.config
+    actor.config = with_fields(original, entropy_coeff=float(coeff))
+    try:
+        yield
+    finally:
+        actor.config = original

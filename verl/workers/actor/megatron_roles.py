@@ -14,6 +14,7 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpointManager
 from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
+from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.megatron_actor import MegatronPPOActor
 from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
 from verl.workers.engine.megatron.engine import MegatronEngine
@@ -39,7 +40,8 @@ class MegatronActorRole:
         """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
         advances the LR schedule by one step. MFU counts the whole batch's FLOPs over every rank of the group."""
         start = time.perf_counter()
-        metrics = self.actor.update_policy(data)
+        with step_overrides(self.actor, data.meta_info):
+            metrics = self.actor.update_policy(data)
         elapsed = time.perf_counter() - start
         if self.flops_counter is not None:
             seqlens = data.meta_info.get("global_token_num")

@@ -13,6 +13,7 @@ import torch
 from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.role_utils import (
     make_flops_counter,
     max_memory_allocated_gb,
@@ -82,7 +83,8 @@ class ActorRole:
         advances the LR schedule by one step."""
         self.engine.load_optimizer()
         start = time.perf_counter()
-        metrics = self.actor.update_policy(data)
+        with step_overrides(self.actor, data.meta_info):
+            metrics = self.actor.update_policy(data)
         elapsed = time.perf_counter() - start
         self.engine.offload_optimizer()
         epochs = int(self.config.ppo_epochs)

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from verl.workers.config.base import BaseConfig, bounded_field, registry_field
 from verl.workers.config.roles import CheckpointConfig, ForwardConfig, PPOUpdateConfig
 
-__all__ = ["ActorConfig", "CheckpointConfig", "FSDPActorConfig", "PolicyLossConfig", "KL_LOSS_TYPES"]
+__all__ = [
+    "ActorConfig",
+    "AdaptiveEntropyConfig",
+    "CheckpointConfig",
+    "FSDPActorConfig",
+    "PolicyLossConfig",
+    "KL_LOSS_TYPES",
+]
 
 KL_LOSS_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 """KL estimators of ``core_algos.kl_penalty``; a trailing ``+`` selects the straight-through variant."""
@@ -37,6 +44,32 @@ class PolicyLossConfig(BaseConfig):
 
 
 @dataclass
+class AdaptiveEntropyConfig(BaseConfig):
+    """Skywork-OR1's adaptive entropy control (He et al., 2025, arXiv:2505.22312, sec. 3.2).
+
+    Each step the coefficient ``c`` moves by ``delta_ent_coef`` towards keeping the policy's entropy at
+    ``target_entropy`` (up when the entropy is below it, down when above), clipped to ``[min_ent_coef,
+    max_ent_coef]``; the entropy bonus applies only while the entropy is at or below the target. It replaces
+    ``entropy_coeff`` when enabled (which then only gives the starting coefficient).
+    """
+
+    enabled: bool = False
+    """Steer the entropy coefficient towards ``target_entropy`` each step."""
+
+    target_entropy: float = bounded_field(0.2, ge=0.0)
+    """Mean token entropy (nats) to hold the policy at."""
+
+    max_ent_coef: float = bounded_field(0.005, ge=0.0)
+    """Largest coefficient the controller reaches."""
+
+    min_ent_coef: float = bounded_field(0.0, ge=0.0)
+    """Smallest coefficient the controller reaches."""
+
+    delta_ent_coef: float = bounded_field(0.0001, ge=0.0)
+    """Change of the coefficient per step."""
+
+
+@dataclass
 class ActorConfig(PPOUpdateConfig, ForwardConfig):
     """The policy's PPO update: batch sizes, clipping, entropy and KL terms, optimizer."""
 
@@ -55,6 +88,9 @@ class ActorConfig(PPOUpdateConfig, ForwardConfig):
 
     entropy_coeff: float = 0.0
     """Weight of the entropy bonus in the actor loss."""
+
+    adaptive_entropy: AdaptiveEntropyConfig = field(default_factory=AdaptiveEntropyConfig)
+    """Skywork-OR1's adaptive entropy coefficient (replaces ``entropy_coeff`` when enabled)."""
 
     use_kl_loss: bool = False
     """Add ``kl_loss_coef * KL(policy || reference)`` to the actor loss (needs the reference model)."""
