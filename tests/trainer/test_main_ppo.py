@@ -95,9 +95,10 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
     ]
     proc, records = run_main_ppo(overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)
-    # on-policy (one epoch, one mini-batch): no separate old-log-prob pass; entropy comes from the update
-    expected = COMMON_KEYS | {"actor/kl_loss", "timing_s/ref", "perf/mfu/ref"}
-    _check_training_records(records, expected, old_log_prob_pass=False)
+    # on-policy, but calculate_log_probs asks for the rollout-vs-training diagnostics, which compare the rollout's
+    # log-probs with the separate old-log-prob pass: that pass runs
+    expected = COMMON_KEYS | OLD_LOG_PROB_KEYS | {"actor/kl_loss", "timing_s/ref", "perf/mfu/ref"}
+    _check_training_records(records, expected, old_log_prob_pass=True)
     assert not any(key.startswith("critic/values") for key in records[1]["data"])
     assert "Mean training reward: first quarter" in proc.stdout
 

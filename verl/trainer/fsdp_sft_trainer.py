@@ -179,6 +179,7 @@ class FSDPSFTTrainer:
             global_step,
             self.train_stream.state_dict(),
             trainer.max_ckpt_to_keep,
+            checksums=trainer.checkpoint_checksum,
         )
 
     def load_checkpoint(self) -> int:

@@ -149,7 +149,10 @@ class CriticWorker(Worker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=TRAIN_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict(tensors={"values": self.critic.compute_values(data)})
+        values = self.critic.compute_values(data)
+        return DataProto.from_dict(
+            tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
+        )
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=TRAIN_MESH))
     def update_critic(self, data: DataProto) -> DataProto:

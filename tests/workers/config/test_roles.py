@@ -33,6 +33,8 @@ HOMONYMS = {
     "total_training_steps": "the run's step limit vs the schedule length the trainer fills into the optimizer",
     "trust_remote_code": "code shipped with the tokenizer (data) vs with the model",
     "use_shm": "data files vs model weights in shared memory",
+    "timeout": "one generative-judge request's limit vs one reward-function call's limit",
+    "on_error": "what a failed judge request does vs what a failed reward-function call does",
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.trainer.config.data import CustomClsConfig
+from verl.trainer.config.trainer import CheckpointResumeConfig
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field
 from verl.workers.config.engine import FSDPEngineConfig
 from verl.workers.config.model import HFModelConfig
@@ -118,8 +119,8 @@ class SFTOptimConfig(OptimConfig):
 
 
 @dataclass
-class SFTTrainerConfig(BaseConfig):
-    """The run: length, checkpoints, resume, validation and logging."""
+class SFTTrainerConfig(CheckpointResumeConfig):
+    """The run: length, checkpoints, resume (the base's fields), validation and logging."""
 
     default_local_dir: str = "checkpoints"
     """Checkpoint root; the shipped YAML appends ``project_name/experiment_name``."""
@@ -150,12 +151,6 @@ class SFTTrainerConfig(BaseConfig):
 
     test_freq: int = -1
     """Compute the validation loss every this many steps (and after the last); -1 only after the last step."""
-
-    resume_mode: str = choice_field("auto", ("auto", "disable", "resume_path"))
-    """``auto``: latest checkpoint in ``default_local_dir``; ``resume_path``: ``resume_from_path``; ``disable``."""
-
-    resume_from_path: str | None = None
-    """Checkpoint folder (``global_step_N``) to resume from when ``resume_mode`` is ``resume_path``."""
 
     max_ckpt_to_keep: int | None = bounded_field(None, gt=0)
     """Most checkpoints kept (oldest deleted first); null keeps all."""

@@ -41,7 +41,28 @@ class PlacementConfig(BaseConfig):
 
 
 @dataclass
-class TrainerConfig(BaseConfig):
+class CheckpointResumeConfig(BaseConfig):
+    """Where a run resumes from and how its checkpoints are verified: shared by the PPO and SFT trainers."""
+
+    resume_mode: str = choice_field("auto", ("auto", "disable", "resume_path"))
+    """``auto``: latest checkpoint in ``default_local_dir``; ``resume_path``: ``resume_from_path``; ``disable``."""
+
+    resume_from_path: str | None = None
+    """Checkpoint folder (``global_step_N``) to resume from when ``resume_mode`` is ``resume_path``."""
+
+    checkpoint_checksum: bool = True
+    """Record each checkpoint file's sha256 in the step folder's manifest (``checkpoint_manifest.json``, written after
+    every other file) and compare it on resume; false records and compares sizes only (no second read of large
+    checkpoints)."""
+
+    on_corrupt_checkpoint: str = choice_field("fallback", ("fallback", "stop"))
+    """When the checkpoint ``resume_mode=auto`` picks does not match its manifest (a file missing, truncated or
+    changed): ``fallback`` resumes from the newest older ``global_step_*`` that does, with a loud warning; ``stop``
+    fails naming the bad file and the command that resumes from the newest intact checkpoint. Nothing is deleted."""
+
+
+@dataclass
+class TrainerConfig(CheckpointResumeConfig):
     """The training run: resources, length, validation, checkpoints and logging."""
 
     project_name: str = "verl_examples"
@@ -98,22 +119,6 @@ class TrainerConfig(BaseConfig):
 
     save_freq: int = -1
     """Save a checkpoint every this many steps; -1 disables periodic saving."""
-
-    resume_mode: str = choice_field("auto", ("auto", "disable", "resume_path"))
-    """``auto``: latest checkpoint in ``default_local_dir``; ``resume_path``: ``resume_from_path``; ``disable``."""
-
-    resume_from_path: str | None = None
-    """Checkpoint folder (``global_step_N``) to resume from when ``resume_mode`` is ``resume_path``."""
-
-    checkpoint_checksum: bool = True
-    """Record each checkpoint file's sha256 in the step folder's manifest (``checkpoint_manifest.json``, written after
-    every other file) and compare it on resume; false records and compares sizes only (no second read of large
-    checkpoints)."""
-
-    on_corrupt_checkpoint: str = choice_field("fallback", ("fallback", "stop"))
-    """When the checkpoint ``resume_mode=auto`` picks does not match its manifest (a file missing, truncated or
-    changed): ``fallback`` resumes from the newest older ``global_step_*`` that does, with a loud warning; ``stop``
-    fails naming the bad file and the command that resumes from the newest intact checkpoint. Nothing is deleted."""
 
     default_local_dir: str = "checkpoints"
     """Checkpoint root folder; the shipped YAML appends ``project_name/experiment_name``."""

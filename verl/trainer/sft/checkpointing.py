@@ -5,6 +5,7 @@ Layout under ``trainer.default_local_dir``::
     global_step_{N}/model_optim/, extra_state_rank_{r}.pt, huggingface/, fsdp_config.json
                                  written by ``FSDPCheckpointManager`` (sharded DCP state, per-rank RNG)
     global_step_{N}/data.pt      ``{"global_step", "data_stream": {"epoch", "batches_consumed"}}``
+    global_step_{N}/checkpoint_manifest.json   files, sizes and sha256, written after the others; checked on resume
     latest_checkpointed_iteration.txt   N, written last
 
 ``python -m verl.model_merger merge --backend fsdp --local_dir .../global_step_N --target_dir <hf>`` turns a
@@ -24,6 +25,7 @@ from verl.trainer.ppo.checkpointing import (
     resolve_resume_path,
     save_trainer_state,
     step_of,
+    write_manifest,
     write_tracker,
 )
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
@@ -35,13 +37,20 @@ def _barrier() -> None:
 
 
 def save_sft_checkpoint(
-    manager: FSDPCheckpointManager, root: str, global_step: int, stream_state: dict, max_ckpt_to_keep: int | None
+    manager: FSDPCheckpointManager,
+    root: str,
+    global_step: int,
+    stream_state: dict,
+    max_ckpt_to_keep: int | None,
+    checksums: bool = True,
 ) -> str:
-    """Write ``global_step_{global_step}`` under ``root`` (collective), then the tracker; returns the folder."""
+    """Write ``global_step_{global_step}`` under ``root`` (collective), its manifest (sha256 of each file when
+    ``checksums``; resume verifies it), then the tracker; returns the folder."""
     path = global_step_dir(root, global_step)
     manager.save_checkpoint(local_path=path, global_step=global_step)
     if dist.get_rank() == 0:
         save_trainer_state(path, {"global_step": global_step, "data_stream": stream_state})
+        write_manifest(path, checksums=checksums)
         write_tracker(root, global_step)
         prune_old_checkpoints(root, max_ckpt_to_keep)
     _barrier()
