@@ -81,7 +81,7 @@ def extend_config(
     the classes claim (default: the caller's), so tracebacks and ``repr`` point at the recipe. ``namespace`` adds
     class attributes that shared code reads from the config's class, e.g. the recipe's worker groups, pools and
     their default placement (``worker_groups``, ``recipe_pools``, ``recipe_roles`` of
-    :mod:`verl.trainer.ppo.placement`).
+    ``verl.trainer.ppo.placement``).
     """
     module = module or sys._getframe(1).f_globals.get("__name__", __name__)
     specs = field_specs(base)
