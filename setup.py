@@ -27,7 +27,7 @@ install_requires = [
 ]
 
 extras_require = {
-    "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff==0.17.6"],
+    "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff==0.17.6", "psutil>=5"],
     # GPU machines, one engine per environment (each pins torch 2.11.0; SGLang also transformers 5.12.1).
     "vllm": ["vllm==0.26.0"],
     "sglang": ["sglang==0.5.16"],

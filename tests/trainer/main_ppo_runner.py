@@ -139,6 +139,31 @@ def describe(proc: subprocess.CompletedProcess) -> str:
     return f"exit code {proc.returncode}\n--- stdout (tail) ---\n{stdout}\n--- stderr (tail) ---\n{stderr}"
 
 
+def run_processes(pid: int) -> list:
+    """``pid`` and every process descended from it (Ray's head and worker processes run in sessions of their own, so
+    a signal to the run's process group does not reach them)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_processes(processes: list, timeout: float = 60) -> None:
+    """SIGKILL what is left of ``processes`` and wait until they are gone: a stopped run's training actor must not
+    write a checkpoint after the test has looked at the folder."""
+    import psutil
+
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=timeout)
+
+
 class LiveRun:
     """``main_ppo`` running in its own process group, its output (stdout and stderr) read as it comes."""
 
@@ -191,11 +216,13 @@ class LiveRun:
 
     def interrupt(self, timeout: float = 60) -> float:
         """Ctrl-C as a terminal sends it (SIGINT to the process group); the seconds until the run exited."""
+        processes = run_processes(self.proc.pid)
         sent = time.monotonic()
         os.killpg(self.proc.pid, signal.SIGINT)
         self.proc.wait(timeout=timeout)
         elapsed = time.monotonic() - sent
         self._reader.join(timeout=10)
+        kill_processes(processes)  # Ray's processes the exiting driver left behind, before the test reads the folder
         return elapsed
 
     def wait(self, timeout: float = 420) -> int:
@@ -208,5 +235,7 @@ class LiveRun:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
+            processes = run_processes(self.proc.pid)
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            kill_processes(processes)

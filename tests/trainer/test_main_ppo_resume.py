@@ -19,11 +19,13 @@ import pytest
 from tests.trainer.main_ppo_runner import (
     COMPARED_KEYS,
     describe,
+    kill_processes,
     main_ppo_command,
     main_ppo_env,
     read_records,
     resume_overrides,
     run_main_ppo,
+    run_processes,
     short_ray_tmpdir,
 )
 
@@ -43,7 +45,9 @@ def _run_until_step_then_kill(overrides: list[str], workdir: Path, step: int, ti
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if any(r["step"] == step for r in read_records(metrics_file)):
+                processes = run_processes(proc.pid)
                 os.killpg(proc.pid, signal.SIGKILL)
+                kill_processes(processes)  # the training actor too: it must not save step 3 after the kill
                 break
             time.sleep(0.05)
         return proc.wait(timeout=60)

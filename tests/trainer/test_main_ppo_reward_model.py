@@ -26,8 +26,12 @@ def _train_records(records: list[dict]) -> list[dict]:
 
 def test_reward_model_resource_pool_layout():
     from verl.trainer.config.loader import load_config
-    from verl.trainer.main_ppo import TaskRunner, resource_pool_mapping, resource_pool_spec
+    from verl.trainer.main_ppo import TaskRunner
+    from verl.trainer.ppo.placement import build_resource_pool_manager, resource_pool_spec
     from verl.trainer.ppo.utils import Role
+
+    def resource_pool_mapping(config, mapping):
+        return build_resource_pool_manager(config, mapping).mapping
 
     rm = ["reward_model.enable=True", "reward_model.model.path=org/rm", "trainer.n_gpus_per_node=4"]
     shared = load_config(rm)
