@@ -140,13 +140,12 @@ def describe(proc: subprocess.CompletedProcess) -> str:
 
 
 def run_processes(pid: int) -> list:
-    """``pid`` and every process descended from it (Ray's head and worker processes run in sessions of their own, so
-    a signal to the run's process group does not reach them)."""
+    """Every process descended from ``pid`` (Ray's head and worker processes run in sessions of their own, so a
+    signal to the run's process group does not reach them). Not ``pid`` itself: its ``Popen`` reaps it."""
     import psutil
 
     try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
+        return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
 
