@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import pickle
 
 import numpy as np
@@ -323,6 +324,31 @@ def test_pickle_handles_non_contiguous_and_tensor_free_batches():
     assert torch.equal(pickle.loads(pickle.dumps(data)).batch["t"], torch.arange(12).reshape(3, 4))
     only_objects = DataProto.from_dict(non_tensors={"uid": ["a", "b"]})
     assert pickle.loads(pickle.dumps(only_objects)).non_tensor_batch["uid"].tolist() == ["a", "b"]
+
+
+# ``pickle.dumps(DataProto.from_dict(tensors={"ids": [[1, 2], [3, 4]] (int64), "lp": [[0.5, -1.25], [2.0, 0.0]]
+# (bf16)}, non_tensors={"uid": ["a", "b"]}, meta_info={"temperature": 0.7}), protocol=4)`` as written by the
+# single-file verl/protocol.py (commit 77c5a7e): saved DataProtos must keep loading after refactors.
+PICKLED_BEFORE_SPLIT = (
+    "gASVAAIAAAAAAACMDXZlcmwucHJvdG9jb2yUjAlEYXRhUHJvdG+Uk5QpgZR9lCiMBWJhdGNolH2UKIwKYmF0Y2hfc2l6ZZRdlEsCYYwGZGV2aWNl"
+    "lE6MB2NvbHVtbnOUfZQojANpZHOUjBZudW1weS5fY29yZS5tdWx0aWFycmF5lIwMX3JlY29uc3RydWN0lJOUjAVudW1weZSMB25kYXJyYXmUk5RL"
+    "AIWUQwFilIeUUpQoSwFLAksChpRoEIwFZHR5cGWUk5SMAmk4lImIh5RSlChLA4wBPJROTk5K/////0r/////SwB0lGKJQyABAAAAAAAAAAIAAAAA"
+    "AAAAAwAAAAAAAAAEAAAAAAAAAJR0lGKMBWludDY0lIaUjAJscJRoD2gSSwCFlGgUh5RSlChLAUsCSwKGlGgZjAJpMpSJiIeUUpQoSwNoHU5OTkr/"
+    "////Sv////9LAHSUYolDCAA/oL8AQAAAlHSUYowIYmZsb2F0MTaUhpR1dYwQbm9uX3RlbnNvcl9iYXRjaJR9lIwDdWlklGgPaBJLAIWUaBSHlFKU"
+    "KEsBSwKFlGgZjAJPOJSJiIeUUpQoSwOMAXyUTk5OSv////9K/////0s/dJRiiV2UKIwBYZSMAWKUZXSUYnOMCW1ldGFfaW5mb5R9lIwLdGVtcGVy"
+    "YXR1cmWURz/mZmZmZmZmc3ViLg=="
+)
+
+
+def test_a_dataproto_pickled_by_an_earlier_release_loads():
+    data = pickle.loads(base64.b64decode(PICKLED_BEFORE_SPLIT))
+    assert type(data) is DataProto and DataProto.__module__ == "verl.protocol"
+    assert torch.equal(data.batch["ids"], torch.tensor([[1, 2], [3, 4]]))
+    assert data.batch["lp"].dtype == torch.bfloat16
+    assert data.batch["lp"].float().tolist() == [[0.5, -1.25], [2.0, 0.0]]
+    assert data.non_tensor_batch["uid"].tolist() == ["a", "b"] and data.meta_info == {"temperature": 0.7}
+    again = pickle.loads(pickle.dumps(data))
+    assert torch.equal(again.batch["lp"], data.batch["lp"]) and again.non_tensor_batch["uid"].tolist() == ["a", "b"]
 
 
 def test_save_and_load_from_disk(tmp_path):

@@ -14,7 +14,6 @@ Errors name the offending key and the sizes involved.
 from __future__ import annotations
 
 import copy
-import math
 import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,17 +23,20 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from verl.protocol_tools import (
-    AUTO_PADDING_KEY,
-    DataProtoConfig,
-    all_gather_data_proto,
+from verl.protocol_tools.batch_dims import fold_batch_dim, unfold_batch_dim
+from verl.protocol_tools.config import AUTO_PADDING_KEY, DataProtoConfig
+from verl.protocol_tools.distributed import all_gather_data_proto
+from verl.protocol_tools.indexing import as_index_array, to_object_array
+from verl.protocol_tools.padding import pad_dataproto_to_divisor, unpad_dataproto
+from verl.protocol_tools.pickling import decode_batch, encode_batch
+from verl.protocol_tools.rows import check_same_keys, mini_batch_rows
+from verl.protocol_tools.serialization import (
     deserialize_single_tensor,
     deserialize_tensordict,
-    fold_batch_dim,
     serialize_single_tensor,
     serialize_tensordict,
-    unfold_batch_dim,
 )
+from verl.protocol_tools.unions import union_numpy_dict, union_tensor_dict, union_two_dict
 
 __all__ = [
     "DataProto",
@@ -54,96 +56,6 @@ __all__ = [
     "union_two_dict",
     "unpad_dataproto",
 ]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# helpers on the three parts
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _values_equal(a: Any, b: Any) -> bool:
-    """Equality that treats NaN as equal to NaN and compares arrays/tensors element-wise."""
-    if a is b:
-        return True
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a_arr, b_arr = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
-        if a_arr.shape != b_arr.shape:
-            return False
-        return all(_values_equal(x, y) for x, y in zip(a_arr.ravel().tolist(), b_arr.ravel().tolist()))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    try:
-        result = a == b
-        return bool(result)
-    except (ValueError, TypeError):
-        return False
-
-
-def union_two_dict(dict1: dict, dict2: dict) -> dict:
-    """Merge ``dict2`` into ``dict1`` (in place); a key present in both must hold equal values."""
-    for key, value in dict2.items():
-        if key in dict1 and not _values_equal(dict1[key], value):
-            raise ValueError(f"union: key {key!r} is in both dicts with different values ({dict1[key]!r} vs {value!r})")
-        dict1[key] = value
-    return dict1
-
-
-def union_tensor_dict(tensor_dict1: TensorDict, tensor_dict2: TensorDict) -> TensorDict:
-    """Add the keys of ``tensor_dict2`` to ``tensor_dict1`` (in place); shared keys must hold equal tensors."""
-    if tensor_dict1.batch_size != tensor_dict2.batch_size:
-        raise ValueError(
-            f"union: batch sizes differ: {list(tensor_dict1.batch_size)} vs {list(tensor_dict2.batch_size)}"
-        )
-    for key in tensor_dict2.keys():
-        value = tensor_dict2[key]
-        if key in tensor_dict1.keys() and not _values_equal(tensor_dict1[key], value):
-            raise ValueError(f"union: tensor key {key!r} is in both batches with different values")
-        tensor_dict1[key] = value
-    return tensor_dict1
-
-
-def union_numpy_dict(tensor_dict1: dict[str, np.ndarray], tensor_dict2: dict[str, np.ndarray]) -> dict:
-    """Add the arrays of ``tensor_dict2`` to ``tensor_dict1`` (in place); shared keys must hold equal arrays."""
-    for key, value in tensor_dict2.items():
-        if key in tensor_dict1:
-            if not isinstance(value, np.ndarray) or not isinstance(tensor_dict1[key], np.ndarray):
-                raise TypeError(f"union: non-tensor key {key!r} must be a numpy array in both batches")
-            if not _values_equal(tensor_dict1[key], value):
-                raise ValueError(
-                    f"union: non-tensor key {key!r} is in both batches with different values "
-                    f"(shapes {tensor_dict1[key].shape} and {value.shape})"
-                )
-        tensor_dict1[key] = value
-    return tensor_dict1
-
-
-def _to_object_array(key: str, value: Any) -> np.ndarray:
-    """Turn a list / array into a numpy object array, keeping one entry per sample."""
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        return value
-    if isinstance(value, np.ndarray):
-        return value.astype(object)
-    if isinstance(value, (list, tuple)):
-        array = np.empty(len(value), dtype=object)
-        array[:] = list(value)  # element-wise so that lists of lists stay one object per sample
-        return array
-    raise TypeError(f"non-tensor key {key!r} must be a numpy array or a list, got {type(value).__name__}")
-
-
-def _as_index_array(indices: Any) -> np.ndarray:
-    """An integer index array (numpy) from a tensor / array / list of ints or booleans."""
-    if isinstance(indices, torch.Tensor):
-        indices = indices.detach().cpu().numpy()
-    indices = np.asarray(indices)
-    if indices.dtype == bool:
-        indices = np.nonzero(indices)[0]
-    if indices.ndim != 1:
-        raise ValueError(f"index must be one-dimensional, got shape {indices.shape}")
-    if indices.size and not np.issubdtype(indices.dtype, np.integer):
-        raise TypeError(f"index must hold integers or booleans, got dtype {indices.dtype}")
-    return indices.astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -249,7 +161,7 @@ class DataProto:
                     )
             batch = TensorDict(source=tensors, batch_size=list(batch_shape))
 
-        non_tensor_batch = {key: _to_object_array(key, value) for key, value in non_tensors.items()}
+        non_tensor_batch = {key: to_object_array(key, value) for key, value in non_tensors.items()}
         return cls(batch=batch, non_tensor_batch=non_tensor_batch, meta_info=meta_info)
 
     # ---------------------------------------------------------------- invariants
@@ -312,7 +224,7 @@ class DataProto:
 
     def select_idxs(self, idxs: Any) -> DataProto:
         """Rows at integer indices (or where a boolean mask is true), in the order given."""
-        index = _as_index_array(idxs)
+        index = as_index_array(idxs)
         size = len(self)
         if index.size and (index.max() >= size or index.min() < -size):
             raise IndexError(f"index {int(index.max())} is out of range for a DataProto of length {size}")
@@ -444,16 +356,8 @@ class DataProto:
         data = list(data)
         if not data:
             raise ValueError("concat: needs at least one DataProto")
+        check_same_keys(data)
         first = data[0]
-        tensor_keys = set(first.batch.keys()) if first.batch is not None else set()
-        for position, part in enumerate(data[1:], start=1):
-            part_keys = set(part.batch.keys()) if part.batch is not None else set()
-            if part_keys != tensor_keys:
-                diff = sorted(part_keys ^ tensor_keys)
-                raise ValueError(f"concat: part {position} differs from part 0 in tensor keys {diff}")
-            if set(part.non_tensor_batch) != set(first.non_tensor_batch):
-                diff = sorted(set(part.non_tensor_batch) ^ set(first.non_tensor_batch))
-                raise ValueError(f"concat: part {position} differs from part 0 in non-tensor keys {diff}")
         batch = None
         if first.batch is not None:
             batch = torch.cat([part.batch for part in data], dim=0)
@@ -487,7 +391,7 @@ class DataProto:
 
     def reorder(self, indices: torch.Tensor | np.ndarray | Sequence[int]) -> None:
         """Permute rows in place: row ``j`` becomes old row ``indices[j]``."""
-        index = _as_index_array(indices)
+        index = as_index_array(indices)
         if index.shape[0] != len(self):
             raise ValueError(f"reorder: got {index.shape[0]} indices for a batch of {len(self)}")
         reordered = self.select_idxs(index)
@@ -501,20 +405,7 @@ class DataProto:
         ``dataloader_kwargs`` go to :class:`torch.utils.data.DataLoader` (e.g. ``{"shuffle": True}``); ``seed``
         seeds its generator so the order is reproducible. Every mini-batch carries this batch's ``meta_info``.
         """
-        size = len(self)
-        if mini_batch_size <= 0 or size % mini_batch_size != 0:
-            raise ValueError(f"make_iterator: batch size {size} is not divisible by mini_batch_size {mini_batch_size}")
-        generator = None
-        if seed is not None:
-            generator = torch.Generator()
-            generator.manual_seed(seed)
-        loader = torch.utils.data.DataLoader(
-            dataset=range(size),
-            batch_size=mini_batch_size,
-            collate_fn=lambda rows: np.asarray(rows, dtype=np.int64),
-            generator=generator,
-            **(dataloader_kwargs or {}),
-        )
+        loader = mini_batch_rows(len(self), mini_batch_size, seed, dataloader_kwargs)
 
         def mini_batches() -> Iterator[DataProto]:
             for _ in range(epochs):
@@ -548,34 +439,13 @@ class DataProto:
         return data
 
     def __getstate__(self) -> dict:
-        # Tensors travel as numpy arrays: with pickle protocol 5 (Ray) they are out-of-band buffers, copied
-        # once, instead of torch's per-storage torch.save round trip. bf16 and other non-numpy dtypes are
-        # reinterpreted as same-width integers and viewed back on load.
-        encoded_batch = None
-        if self.batch is not None:
-            device = self.batch.device
-            columns = {}
-            for key, tensor in self.batch.items(include_nested=True, leaves_only=True):
-                columns[key] = _encode_tensor(tensor)
-            encoded_batch = {
-                "batch_size": list(self.batch.batch_size),
-                "device": str(device) if device is not None else None,
-                "columns": columns,
-            }
-        return {"batch": encoded_batch, "non_tensor_batch": self.non_tensor_batch, "meta_info": self.meta_info}
+        # the state's layout is read back by every release (see verl.protocol_tools.pickling)
+        state = {"batch": encode_batch(self.batch), "non_tensor_batch": self.non_tensor_batch}
+        state["meta_info"] = self.meta_info
+        return state
 
     def __setstate__(self, state: dict) -> None:
-        encoded_batch = state["batch"]
-        batch = None
-        if encoded_batch is not None:
-            tensors = {key: _decode_tensor(column) for key, column in encoded_batch["columns"].items()}
-            batch = TensorDict(source={}, batch_size=encoded_batch["batch_size"])
-            for key, tensor in tensors.items():
-                batch[key] = tensor
-            device = encoded_batch["device"]
-            if device is not None and (not device.startswith("cuda") or torch.cuda.is_available()):
-                batch = batch.to(device)
-        self.batch = batch
+        self.batch = decode_batch(state["batch"])
         self.non_tensor_batch = state["non_tensor_batch"]
         self.meta_info = state["meta_info"]
 
@@ -596,59 +466,6 @@ class DataProto:
             f"DataProto(len={len(self)}, batch={tensor_part}, non_tensor_batch={non_tensor_part}, "
             f"meta_info_keys={sorted(self.meta_info)})"
         )
-
-
-_NUMPY_VIEW_DTYPES = {
-    torch.bfloat16: torch.int16,
-    torch.float8_e4m3fn: torch.uint8,
-    torch.float8_e5m2: torch.uint8,
-}
-
-
-def _encode_tensor(tensor: torch.Tensor) -> tuple[np.ndarray, str]:
-    """A tensor as ``(numpy array, torch dtype name)``, for pickling."""
-    cpu = tensor.detach().cpu().contiguous()
-    view_dtype = _NUMPY_VIEW_DTYPES.get(cpu.dtype)
-    array = (cpu.view(view_dtype) if view_dtype is not None else cpu).numpy()
-    return array, str(cpu.dtype).removeprefix("torch.")
-
-
-def _decode_tensor(column: tuple[np.ndarray, str]) -> torch.Tensor:
-    array, dtype_name = column
-    if not array.flags.writeable:  # zero-copy buffers from Ray's object store are read-only
-        array = array.copy()
-    tensor = torch.from_numpy(array)
-    dtype = getattr(torch, dtype_name)
-    return tensor.view(dtype) if tensor.dtype != dtype else tensor
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# padding for dispatch
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def pad_dataproto_to_divisor(data: DataProto, size_divisor: int) -> tuple[DataProto, int]:
-    """Append copies of the first rows (cycling) so that ``len`` becomes a multiple of ``size_divisor``.
-
-    Returns ``(padded, pad_size)``; :func:`unpad_dataproto` drops the ``pad_size`` last rows again.
-    """
-    if not isinstance(size_divisor, int) or size_divisor <= 0:
-        raise ValueError(f"pad_dataproto_to_divisor: size_divisor must be a positive int, got {size_divisor!r}")
-    size = len(data)
-    pad_size = (-size) % size_divisor
-    if pad_size == 0:
-        return data, 0
-    if size == 0:
-        raise ValueError(f"pad_dataproto_to_divisor: cannot pad an empty DataProto to a multiple of {size_divisor}")
-    pad_rows = np.arange(pad_size) % size
-    return DataProto.concat([data, data.select_idxs(pad_rows)]), pad_size
-
-
-def unpad_dataproto(data: DataProto, pad_size: int) -> DataProto:
-    """Drop the ``pad_size`` rows that :func:`pad_dataproto_to_divisor` appended."""
-    if pad_size < 0 or pad_size > len(data):
-        raise ValueError(f"unpad_dataproto: pad_size {pad_size} is outside [0, {len(data)}]")
-    return data[: len(data) - pad_size] if pad_size else data
 
 
 def __getattr__(name: str):
