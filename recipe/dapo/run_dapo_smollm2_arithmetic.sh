@@ -3,16 +3,15 @@
 #   clip-higher (clip_ratio_high > clip_ratio_low), token-level loss (token-mean), overlong reward shaping
 #   (the dapo reward manager's overlong buffer) and dynamic sampling (filter_groups).
 set -x
+source "$(dirname "$0")/../smollm2_arithmetic.sh"
 
 python3 -m verl.trainer.main_ppo \
+    "${SMOLLM2_ARITHMETIC[@]}" \
     algorithm.adv_estimator=grpo \
     algorithm.use_kl_in_reward=False \
     algorithm.filter_groups.enable=True \
     algorithm.filter_groups.metric=acc \
     algorithm.filter_groups.max_num_gen_batches=4 \
-    data.train_files=arithmetic \
-    data.val_files=arithmetic \
-    data.train_batch_size=8 \
     data.gen_batch_size=12 \
     data.max_prompt_length=128 \
     data.max_response_length=64 \
@@ -22,7 +21,6 @@ python3 -m verl.trainer.main_ppo \
     actor_rollout_ref.actor.clip_ratio_high=0.28 \
     actor_rollout_ref.actor.loss_agg_mode=token-mean \
     actor_rollout_ref.actor.use_kl_loss=False \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.rollout.n=4 \
     actor_rollout_ref.rollout.temperature=1.0 \
@@ -31,11 +29,7 @@ python3 -m verl.trainer.main_ppo \
     +reward_model.reward_kwargs.overlong_buffer_cfg.len=16 \
     +reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0 \
     +reward_model.reward_kwargs.max_resp_len=64 \
-    trainer.logger='["console","file"]' \
     trainer.project_name='verl_dapo_recipe' \
     trainer.experiment_name='smollm2_arithmetic_dapo' \
-    trainer.n_gpus_per_node=1 \
-    trainer.nnodes=1 \
-    trainer.save_freq=-1 \
     trainer.test_freq=10 \
     trainer.total_training_steps=20 "$@"

@@ -2,29 +2,15 @@
 # arXiv:2505.22617) on the built-in arithmetic task with the embedded SmolLM2-135M-Instruct: the gradient of a small
 # fraction of high-covariance tokens is detached, keeping the policy's entropy from collapsing. CPU or one GPU.
 set -x
+source "$(dirname "$0")/../smollm2_arithmetic.sh"
+source "$(dirname "$0")/entropy_smollm2_arithmetic.sh"
 
 python3 -m verl.trainer.main_ppo \
-    algorithm.adv_estimator=grpo \
-    data.train_files=arithmetic \
-    data.val_files=arithmetic \
-    data.train_batch_size=8 \
-    data.max_response_length=24 \
-    data.val_max_samples=64 \
-    actor_rollout_ref.model.path=default \
-    actor_rollout_ref.actor.optim.lr=1e-5 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 \
-    actor_rollout_ref.actor.entropy_coeff=0 \
+    "${SMOLLM2_ARITHMETIC[@]}" \
+    "${ENTROPY_SMOLLM2_ARITHMETIC[@]}" \
     actor_rollout_ref.actor.loss_agg_mode=token-mean \
     actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov \
     actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.0002 \
     actor_rollout_ref.actor.policy_loss.clip_cov_lb=1.0 \
     actor_rollout_ref.actor.policy_loss.clip_cov_ub=5.0 \
-    actor_rollout_ref.rollout.n=4 \
-    trainer.logger='["console","file"]' \
-    trainer.project_name='verl_entropy_recipe' \
-    trainer.experiment_name='smollm2_arithmetic_clip_cov' \
-    trainer.n_gpus_per_node=1 \
-    trainer.nnodes=1 \
-    trainer.save_freq=-1 \
-    trainer.test_freq=10 \
-    trainer.total_training_steps=20 "$@"
+    trainer.experiment_name='smollm2_arithmetic_clip_cov' "$@"

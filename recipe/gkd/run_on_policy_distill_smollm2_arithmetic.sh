@@ -4,13 +4,12 @@
 # teacher shares the student's devices (add trainer.placement.pools.teacher_pool=[1]
 # trainer.placement.roles.teacher=teacher_pool to give it its own).
 set -x
+source "$(dirname "$0")/../smollm2_arithmetic.sh"
 
 STUDENT=${STUDENT:-$(python3 -m recipe.gkd.make_student --teacher default --num_layers 8)}
 
 python3 -m recipe.gkd.main_gkd \
-    data.train_files=arithmetic \
-    data.val_files=arithmetic \
-    data.train_batch_size=8 \
+    "${SMOLLM2_ARITHMETIC[@]}" \
     data.max_prompt_length=128 \
     data.max_response_length=24 \
     data.val_max_samples=64 \
@@ -19,13 +18,8 @@ python3 -m recipe.gkd.main_gkd \
     actor_rollout_ref.teacher.topk=64 \
     actor_rollout_ref.actor.distill.loss_type=reverse_kl \
     actor_rollout_ref.actor.optim.lr=1e-5 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.rollout.n=2 \
-    trainer.logger='["console","file"]' \
     trainer.project_name='verl_gkd_recipe' \
     trainer.experiment_name='smollm2_arithmetic_on_policy_distill' \
-    trainer.n_gpus_per_node=1 \
-    trainer.nnodes=1 \
-    trainer.save_freq=-1 \
     trainer.test_freq=10 \
     trainer.total_training_steps=20 "$@"

@@ -2,11 +2,10 @@
 # CPU or one GPU. The implicit PRM starts from the policy, is trained online on the outcome (cross-entropy,
 # beta_train) and its token rewards join the outcome reward in PRIME's leave-one-out advantage.
 set -x
+source "$(dirname "$0")/../smollm2_arithmetic.sh"
 
 python3 -m recipe.prime.main_prime \
-    data.train_files=arithmetic \
-    data.val_files=arithmetic \
-    data.train_batch_size=8 \
+    "${SMOLLM2_ARITHMETIC[@]}" \
     data.max_prompt_length=128 \
     data.max_response_length=24 \
     data.val_max_samples=64 \
@@ -16,7 +15,6 @@ python3 -m recipe.prime.main_prime \
     data.oversample_factor=2 \
     actor_rollout_ref.model.path=default \
     actor_rollout_ref.actor.optim.lr=1e-5 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.actor.use_kl_loss=False \
     actor_rollout_ref.rollout.n=4 \
     algorithm.adv_estimator=rloo \
@@ -29,11 +27,7 @@ python3 -m recipe.prime.main_prime \
     reward_model.model.optim.grad_clip=10.0 \
     reward_model.mini_batch_size=8 \
     reward_model.micro_batch_size_per_gpu=8 \
-    trainer.logger='["console","file"]' \
     trainer.project_name='verl_prime_recipe' \
     trainer.experiment_name='smollm2_arithmetic_prime' \
-    trainer.n_gpus_per_node=1 \
-    trainer.nnodes=1 \
-    trainer.save_freq=-1 \
     trainer.test_freq=20 \
     trainer.total_training_steps=20 "$@"

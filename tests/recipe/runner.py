@@ -4,8 +4,6 @@ recipe tests, and reading its command line back for the composition tests."""
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -35,12 +33,27 @@ CI_OVERRIDES = [
 """CI-sized settings appended to a recipe script's own (4 prompts, 16 response tokens, 2 steps)."""
 
 
-def script_command(script: Path) -> tuple[str, list[str]]:
-    """``(module, overrides)`` of the ``python3 -m <module> ...`` line of a recipe script (variables kept)."""
-    text = script.read_text().replace("\\\n", " ")
-    line = next(line for line in text.splitlines() if re.match(r"\s*python3? -m (recipe|verl)\.", line))
-    tokens = shlex.split(line.split(" -m ", 1)[1])
-    return tokens[0], [token for token in tokens[1:] if token not in ("$@", '"$@"')]
+def expanded_command(script: Path, env: dict[str, str] | None = None) -> list[str]:
+    """The arguments of the script's ``python3`` command as bash expands them (variables, the override arrays of the
+    sourced ``recipe/*.sh`` files), run from the repository root: ``python3`` is a shell function that prints them."""
+    print_args = 'python3() { printf "%s\\0" "$@"; exit 0; }; source "$0"'
+    proc = subprocess.run(
+        ["bash", "-c", print_args, str(script)],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.split("\0")[:-1]
+
+
+def script_command(script: Path, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """``(module, overrides)`` of the ``python3 -m <module> ...`` command of a recipe script, expanded by bash."""
+    args = expanded_command(script, env)
+    if args[:1] != ["-m"]:
+        raise ValueError(f"{script} does not end in a `python3 -m <module> ...` command (got {args[:2]})")
+    return args[1], args[2:]
 
 
 def run_script(script: Path, overrides: list[str], workdir: Path, extra_env: dict | None = None, timeout: float = 900):

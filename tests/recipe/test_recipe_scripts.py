@@ -3,22 +3,14 @@ recipe table of recipe/README.md lists every recipe."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
 from recipe.entry_points import compose_entry
 from recipe.skywork_or1.multi_stage import load_stages, plan_stages
 from tests.recipe.runner import RECIPES, script_command
 
-SCRIPTS = sorted(p for p in RECIPES.glob("*/*.sh") if "verl.trainer.main_ppo" not in p.read_text())
+SCRIPTS = sorted(p for p in RECIPES.glob("*/run_*.sh") if "verl.trainer.main_ppo" not in p.read_text())
 ENV = {"STUDENT": "/models/student"}
-
-
-def _substitute(arg: str, script: Path) -> str:
-    arg = arg.replace('$(dirname "$0")', str(script.parent)).replace("$(dirname $0)", str(script.parent))
-    return re.sub(r"\$\{?(\w+)\}?", lambda m: ENV[m.group(1)], arg)
 
 
 def test_recipe_scripts_are_found():
@@ -34,8 +26,7 @@ def test_recipe_scripts_are_found():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_recipe_script_composes_and_validates(script):
-    module, raw = script_command(script)
-    overrides = [_substitute(arg, script) for arg in raw]
+    module, overrides = script_command(script, ENV)
     if module == "recipe.skywork_or1.multi_stage":
         stages_file = overrides[overrides.index("--stages") + 1]
         common = [o for o in overrides if o not in ("--stages", stages_file)]

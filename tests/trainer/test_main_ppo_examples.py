@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.recipe.runner import expanded_command
 from verl.trainer.config.loader import check_overrides, compose_config, validate_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -15,7 +16,7 @@ SCRIPTS = sorted(
     [*EXAMPLES.glob("grpo_trainer/*.sh"), *EXAMPLES.glob("ppo_trainer/*.sh"), *EXAMPLES.glob("slurm/*.slurm")]
     + [*EXAMPLES.glob("agent_loop/*.sh")]
     + [*EXAMPLES.glob("reward_model/*.sh")]
-    + [p for p in (EXAMPLES.parent / "recipe").glob("*/*.sh") if "verl.trainer.main_ppo" in p.read_text()]
+    + [p for p in (EXAMPLES.parent / "recipe").glob("*/run_*.sh") if "verl.trainer.main_ppo" in p.read_text()]
     + [*EXAMPLES.glob("skypilot/*.yaml")]
 )
 ENV = {
@@ -57,9 +58,19 @@ def test_every_example_is_found():
     assert {"run_qwen2_5-0.5b_gsm8k.sh", "ray_on_slurm.slurm", "verl-grpo.yaml"} <= names
 
 
+def recipe_main_ppo_overrides(script: Path, home: str) -> list[str]:
+    """A recipe script's overrides as bash expands them (recipe scripts source arrays of shared overrides)."""
+    args = expanded_command(script, {"HOME": home})
+    assert args[:2] == ["-m", "verl.trainer.main_ppo"], args[:2]
+    return args[2:]
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_example_command_validates(script, tmp_path):
-    overrides = main_ppo_overrides(script.read_text(), str(tmp_path))
+    if script.parent.parent.name == "recipe":
+        overrides = recipe_main_ppo_overrides(script, str(tmp_path))
+    else:
+        overrides = main_ppo_overrides(script.read_text(), str(tmp_path))
     assert any(o.startswith("algorithm.adv_estimator=") for o in overrides)
     check_overrides(overrides)
     config = validate_config(compose_config(overrides, config_name=config_name(script.read_text())))
