@@ -2,7 +2,8 @@
 ``RewardModelWorker(config)``.
 
 A worker is a thin holder of role objects (``ActorRole``, ``ReferenceRole``, ``RolloutRole``, ``CriticRole``),
-each usable alone; methods registered here only fill ``meta_info`` from the config and call a role.
+each usable alone; registered methods only fill ``meta_info`` from the config and call a role (those shared with
+the Megatron workers are in :mod:`verl.workers.role_workers`).
 
 Data dispatch is mesh-aware: each role's methods are split by that role's data-parallel rank (the ``dp``
 coordinate of its engine's ``(dp, sp)`` Ulysses mesh), so the ranks of a sequence-parallel group get the same
@@ -17,8 +18,7 @@ Forward-only phases put their metrics (MFU) in ``meta_info`` under a key of thei
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
@@ -26,24 +26,22 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import get_nccl_backend
-from verl.workers.actor.role_utils import max_memory_allocated_gb
-from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole, log_prob_meta
-from verl.workers.config import CriticConfig, HFModelConfig, RewardModelConfig
+from verl.workers.actor.roles import ActorRole, LoraReferenceRole, ReferenceRole
+from verl.workers.config import RewardModelConfig
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
+from verl.workers.role_workers import (
+    ACTOR_MESH,
+    CRITIC_MESH,
+    REF_MESH,
+    REWARD_MESH,
+    ROLLOUT_MESH,
+    ActorRolloutRefWorkerBase,
+    CriticWorkerBase,
+    generate_in_rollout_mode,
+    load_tokenizer,
+)
 from verl.workers.worker_registry import WorkerClasses, register_workers
 
-if TYPE_CHECKING:
-    from verl.trainer.config.root import ActorRolloutRefConfig
-
-ROLES = {
-    "actor": {"actor"},
-    "rollout": {"rollout"},
-    "ref": {"ref"},
-    "actor_rollout": {"actor", "rollout"},
-    "actor_rollout_ref": {"actor", "rollout", "ref"},
-    "actor_ref": {"actor", "ref"},
-}
-ACTOR_MESH, REF_MESH, ROLLOUT_MESH, CRITIC_MESH, REWARD_MESH = "actor", "ref", "rollout", "critic", "reward_model"
 ROLLOUT_SERVER_GROUP = "rollout_server"
 """Ray concurrency group of ``generate``: agent loops' requests run side by side, the training calls stay serial."""
 
@@ -51,17 +49,6 @@ ROLLOUT_SERVER_GROUP = "rollout_server"
 def register_ulysses_dispatch(worker: Worker, mesh_name: str, mesh: UlyssesMesh) -> None:
     """Dispatch ``mesh_name``'s methods by the ``dp`` coordinate; collect the first rank of each ``sp`` group."""
     worker._register_dispatch_collect_info(mesh_name, dp_rank=mesh.dp_rank, is_collect=mesh.is_collect)
-
-
-def load_tokenizer(model_config: HFModelConfig):
-    """The model's tokenizer (``tokenizer_path`` when set) with a pad token and ``custom_chat_template`` applied;
-    the trainer and every worker load it the same way, so prompts and responses are templated alike."""
-    from verl.utils.tokenizer import hf_tokenizer
-
-    tokenizer = hf_tokenizer(model_config.local_tokenizer_path, trust_remote_code=model_config.trust_remote_code)
-    if model_config.custom_chat_template is not None:
-        tokenizer.chat_template = model_config.custom_chat_template
-    return tokenizer
 
 
 class RolloutRole:
@@ -102,31 +89,17 @@ class RolloutRole:
         return self._require_server().generate(prompt_ids, sampling_params, request_id)
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        start = time.perf_counter()
-        with self.sharding_manager:
-            prompts = self.sharding_manager.preprocess_data(prompts)
-            output = self.rollout.generate_sequences(prompts)
-            output = self.sharding_manager.postprocess_data(output)
-        output.meta_info["timing"] = {"generate_sequences": time.perf_counter() - start}
-        output.meta_info["metrics"] = dict(self.sharding_manager.metrics)
-        return output
+        return generate_in_rollout_mode(self.rollout, self.sharding_manager, prompts)
 
 
-class ActorRolloutRefWorker(Worker):
+class ActorRolloutRefWorker(ActorRolloutRefWorkerBase):
     ray_concurrency_groups = {ROLLOUT_SERVER_GROUP: 1024}
     """Threads for concurrent ``generate`` calls (created on demand by Ray)."""
 
-    def __init__(self, config: ActorRolloutRefConfig, role: str):
-        super().__init__()
-        if role not in ROLES:
-            raise ValueError(f"unknown ActorRolloutRefWorker role {role!r}; expected one of {sorted(ROLES)}")
-        self.config = config
-        self.role = role
-        self.parts = ROLES[role]
-        self.init_process_group(backend=get_nccl_backend())
-        self.actor: ActorRole | None = None
-        self.ref: ReferenceRole | LoraReferenceRole | None = None
-        self.rollout: RolloutRole | None = None
+    frozen_policy_role = ReferenceRole
+    actor: ActorRole | None
+    ref: ReferenceRole | LoraReferenceRole | None
+    rollout: RolloutRole | None
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
@@ -148,20 +121,13 @@ class ActorRolloutRefWorker(Worker):
                 self.ref = ReferenceRole(model_config, self.config.ref)
                 register_ulysses_dispatch(self, REF_MESH, self.ref.engine.ulysses)
 
-    def _frozen_policy(self) -> ReferenceRole:
-        """A rollout-only worker still needs the policy weights to sync from: a frozen copy."""
-        self._rollout_source = ReferenceRole(self.config.model, self.config.ref or self.config.actor)
-        return self._rollout_source
+    def _phase_metrics(self, key: str, role) -> dict[str, Any]:
+        return {key: role.last_metrics}
 
-    def _require(self, part: str, method: str):
-        value = getattr(self, part)
-        if value is None:
-            raise RuntimeError(f"{method} needs the {part!r} role; this worker's role is {self.role!r}")
-        return value
-
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ROLLOUT_MESH))
-    def generate_sequences(self, prompts: DataProto) -> DataProto:
-        return self._require("rollout", "generate_sequences").generate_sequences(prompts)
+    def _extra_log_prob_tensors(self, actor: ActorRole, data: DataProto) -> dict[str, Any]:
+        if not self.config.actor.calculate_sum_pi_squared:
+            return {}
+        return {"sum_pi_squared": actor.actor.compute_sum_pi_squared(data)}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def wake_up(self) -> dict[str, float]:
@@ -179,53 +145,9 @@ class ActorRolloutRefWorker(Worker):
         """One model turn (a ``TokenOutput``) on this replica; agent loops call the tensor-parallel leader directly."""
         return self._require("rollout", "generate").generate(prompt_ids, sampling_params, request_id)
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
-    def compute_log_prob(self, data: DataProto) -> DataProto:
-        """``old_log_probs`` and ``entropys`` ``(bs, R)`` of the current actor (rollout's log-prob settings)."""
-        actor = self._require("actor", "compute_log_prob")
-        temperature = float(self.config.rollout.temperature)
-        meta = log_prob_meta(self.config.rollout, temperature)
-        log_probs, entropys = actor.compute_log_prob(data, meta, calculate_entropy=True)
-        tensors = {"old_log_probs": log_probs, "entropys": entropys}
-        if self.config.actor.calculate_sum_pi_squared:
-            tensors["sum_pi_squared"] = actor.actor.compute_sum_pi_squared(data)
-        return DataProto.from_dict(
-            tensors=tensors, meta_info={"temperature": temperature, "actor_infer_metrics": actor.last_metrics}
-        )
 
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
-    def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        ref = self._require("ref", "compute_ref_log_prob")
-        temperature = float(self.config.rollout.temperature)
-        log_probs = ref.compute_ref_log_prob(data, log_prob_meta(self.config.ref, temperature))
-        return DataProto.from_dict(
-            tensors={"ref_log_prob": log_probs}, meta_info={"temperature": temperature, "ref_metrics": ref.last_metrics}
-        )
-
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
-    def update_actor(self, data: DataProto) -> DataProto:
-        actor = self._require("actor", "update_actor")
-        data.meta_info.setdefault("temperature", float(self.config.rollout.temperature))
-        metrics = actor.update(data)
-        return DataProto(meta_info={"metrics": metrics})
-
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self._require("actor", "save_checkpoint").save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self._require("actor", "load_checkpoint").load_checkpoint(local_path, hdfs_path, del_local_after_load)
-
-
-class CriticWorker(Worker):
+class CriticWorker(CriticWorkerBase):
     """``config`` is the ``critic`` section (``model`` with ``fsdp_config``, ``optim``, PPO batch keys)."""
-
-    def __init__(self, config: CriticConfig):
-        super().__init__()
-        self.config = config
-        self.init_process_group(backend=get_nccl_backend())
-        self.critic = None
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
@@ -233,27 +155,6 @@ class CriticWorker(Worker):
 
         self.critic = CriticRole(self.config, load_tokenizer(self.config.model))
         register_ulysses_dispatch(self, CRITIC_MESH, self.critic.engine.ulysses)
-
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
-    def compute_values(self, data: DataProto) -> DataProto:
-        values = self.critic.compute_values(data)
-        return DataProto.from_dict(
-            tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
-        )
-
-    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
-    def update_critic(self, data: DataProto) -> DataProto:
-        metrics = self.critic.update(data)
-        metrics.setdefault("perf/max_memory_allocated_gb", max_memory_allocated_gb())
-        return DataProto(meta_info={"metrics": metrics})
-
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self.critic.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self.critic.load_checkpoint(local_path, hdfs_path, del_local_after_load)
 
 
 class RewardModelWorker(Worker):
