@@ -12,7 +12,9 @@ Every tensor is stored as the Hugging Face tensor it belongs to, each rank writi
 and replicated norms are written once. So a checkpoint saved with one (tensor, pipeline, data) layout loads into
 any other, and ``python -m verl.model_merger merge --backend megatron`` reads it without the engine. Adam moments
 are stored the same way; with ZeRO-1 each parameter's moments are written by the data-parallel rank that owns
-them and read back by whichever rank owns them after the restart. The folder is written atomically.
+them and read back by whichever rank owns them after the restart. The folder is written atomically; the save /
+load frame, the extra state and the rotation are
+:class:`~verl.utils.checkpoint.checkpoint_manager.BaseCheckpointManager`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
+from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
@@ -30,20 +32,14 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from verl.models.mcore.model import named_global_parameters
 from verl.models.mcore.weight_converter import is_value_model
-from verl.utils.checkpoint.atomic_dir import atomic_checkpoint_dir
-from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager, rng_state, set_rng_state
+from verl.utils.checkpoint.checkpoint_manager import HF_DIR, BaseCheckpointManager, _world
 from verl.workers.engine.megatron.hf_shards import HFShard, from_hf_shards, to_hf_shards
 from verl.workers.engine.megatron.optim import local_optimizer
 
 DIST_CKPT_DIR = "dist_ckpt"
-HF_DIR = "huggingface"
 META_FILE = "megatron_config.json"
 MODEL_PREFIX = "model."
 ADAM_STATES = ("exp_avg", "exp_avg_sq")
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
 
 
 class _Meshes:
@@ -173,41 +169,45 @@ def load_optimizer_state(engine, local_path: str) -> None:
             inner.state[param]["step"] = step.clone()
 
 
-class MegatronCheckpointManager(FSDPCheckpointManager):
+class MegatronCheckpointManager(BaseCheckpointManager):
     """Save/load a :class:`~verl.workers.engine.megatron.engine.MegatronEngine` (model, optimizer, LR schedule,
-    RNG); ``processing_class`` is the tokenizer. Contents and rotation follow ``FSDPCheckpointManager``."""
+    RNG); ``processing_class`` is the tokenizer. The parameters are on the device during a save or a load."""
 
     def __init__(self, engine, processing_class=None, checkpoint_config=None, role: str = "actor"):
-        super().__init__(None, engine.optimizer, engine.lr_scheduler, processing_class, checkpoint_config, role)
+        super().__init__(engine.optimizer, engine.lr_scheduler, processing_class, checkpoint_config, role)
         self.engine = engine
 
-    def save_checkpoint(
-        self, local_path: str, hdfs_path: str | None = None, global_step: int = 0, max_ckpt_to_keep: int | None = None
-    ) -> None:
-        if hdfs_path is not None:
-            raise NotImplementedError("hdfs_path is not supported; copy the local checkpoint folder instead")
-        local_path = os.path.abspath(local_path)
-        contents = self._contents("save_contents")
+    def _on_device(self) -> None:
+        self.engine.load_params()
+
+    def _off_device(self) -> None:
+        self.engine.offload_params()
+
+    def _save_sharded_state(self, folder: str, contents: set[str]) -> None:
         engine = self.engine
-        engine.load_params()
-        with atomic_checkpoint_dir(local_path) as tmp:
-            meshes = _Meshes(engine.ranks.tp_group)
-            state = model_state(engine, meshes) if "model" in contents else {}
-            if "optimizer" in contents and engine.optimizer is not None:
-                state.update(optimizer_state(engine, meshes))
-            if state:
-                dcp.save(state, checkpoint_id=os.path.join(tmp, DIST_CKPT_DIR))
-            if "extra" in contents:
-                extra = {"rng": rng_state(), "global_step": global_step}
-                if engine.lr_scheduler is not None:
-                    extra["lr_scheduler"] = engine.lr_scheduler.state_dict()
-                torch.save(extra, os.path.join(tmp, f"extra_state_rank_{_rank()}.pt"))
-            if _rank() == 0:
-                self._save_hf_files(tmp)
-            if "hf_model" in contents:
-                self._save_hf_model(os.path.join(tmp, HF_DIR))
-        engine.offload_params()
-        self._rotate(local_path, max_ckpt_to_keep)
+        meshes = _Meshes(engine.ranks.tp_group)
+        state = model_state(engine, meshes) if "model" in contents else {}
+        if "optimizer" in contents and engine.optimizer is not None:
+            state.update(optimizer_state(engine, meshes))
+        if state:
+            dcp.save(state, checkpoint_id=os.path.join(folder, DIST_CKPT_DIR))
+
+    def _load_sharded_state(self, local_path: str, contents: set[str]) -> None:
+        engine = self.engine
+        if "model" in contents:
+            load_model_state(engine, local_path)
+        if "optimizer" in contents and engine.optimizer is not None and self._has_optimizer_state(local_path):
+            load_optimizer_state(engine, local_path)
+
+    def _after_lr_scheduler_load(self) -> None:
+        # the optimizer's groups hold the lr actually used by the next step (the moments are restored tensor by
+        # tensor, not through the optimizer's state dict, so its param_groups are not)
+        engine = self.engine
+        for group, lr in zip(engine.optimizer.param_groups, engine.lr_scheduler.get_last_lr(), strict=True):
+            group["lr"] = lr
+
+    def _iter_full_state_dict(self) -> Iterator[tuple[str, torch.Tensor]]:
+        return self.engine.iter_full_state_dict()
 
     def _save_hf_files(self, folder: str) -> None:
         engine = self.engine
@@ -226,7 +226,7 @@ class MegatronCheckpointManager(FSDPCheckpointManager):
             self.processing_class.save_pretrained(hf_dir)
         meta = {
             "backend": "megatron",
-            "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+            "world_size": _world(),
             "role": self.role,
             "architectures": list(config.architectures or []),
             "tensor_model_parallel_size": engine.ranks.tp_size,
@@ -235,45 +235,6 @@ class MegatronCheckpointManager(FSDPCheckpointManager):
         }
         with open(os.path.join(folder, META_FILE), "w") as handle:
             json.dump(meta, handle, indent=2)
-
-    def _save_hf_model(self, hf_dir: str) -> None:
-        """Full weights as safetensors next to the config (collective: every rank gathers, rank 0 writes)."""
-        full = {name: tensor.cpu() for name, tensor in self.engine.iter_full_state_dict()}
-        if _rank() == 0:
-            from verl.model_merger.base_model_merger import save_hf_model
-
-            save_hf_model(full, hf_dir, hf_dir)
-        if dist.is_initialized():
-            dist.barrier()
-
-    def load_checkpoint(self, local_path: str, hdfs_path: str | None = None, del_local_after_load: bool = False):
-        """Restore model, optimizer, scheduler and RNG from ``local_path`` (collective; any parallel layout)."""
-        if hdfs_path is not None:
-            raise NotImplementedError("hdfs_path is not supported; load from a local folder")
-        if local_path is None:
-            return
-        contents = self._contents("load_contents")
-        engine = self.engine
-        engine.load_params()
-        if "model" in contents:
-            load_model_state(engine, local_path)
-        if "optimizer" in contents and engine.optimizer is not None and self._has_optimizer_state(local_path):
-            load_optimizer_state(engine, local_path)
-        extra_path = os.path.join(local_path, f"extra_state_rank_{_rank()}.pt")
-        if "extra" in contents and os.path.exists(extra_path):
-            extra = torch.load(extra_path, weights_only=False)
-            set_rng_state(extra["rng"])
-            if engine.lr_scheduler is not None and "lr_scheduler" in extra:
-                engine.lr_scheduler.load_state_dict(extra["lr_scheduler"])
-                # the optimizer's groups hold the lr actually used by the next step (the moments are restored
-                # tensor by tensor, not through the optimizer's state dict, so its param_groups are not)
-                for group, lr in zip(engine.optimizer.param_groups, engine.lr_scheduler.get_last_lr(), strict=True):
-                    group["lr"] = lr
-        engine.offload_params()
-        if dist.is_initialized():
-            dist.barrier()
-        if del_local_after_load and _rank() == 0:
-            shutil.rmtree(local_path, ignore_errors=True)
 
     @staticmethod
     def _has_optimizer_state(local_path: str) -> bool:
