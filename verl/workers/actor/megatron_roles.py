@@ -16,12 +16,19 @@ from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpoint
 from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
 from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.megatron_actor import MegatronPPOActor
-from verl.workers.actor.role_utils import max_memory_allocated_gb, per_rank_mini_batch_size, with_fields
+from verl.workers.actor.role_utils import (
+    CheckpointedRole,
+    max_memory_allocated_gb,
+    per_rank_mini_batch_size,
+    with_fields,
+)
 from verl.workers.engine.megatron.engine import MegatronEngine
 
 
-class MegatronActorRole:
+class MegatronActorRole(CheckpointedRole):
     """The trained policy: Megatron engine + ``MegatronPPOActor`` + checkpoints + MFU accounting."""
+
+    optimizer_on_device_to_save = True
 
     def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
         self.engine = MegatronEngine(model_config, actor_config.megatron, actor_config.optim, role="actor").initialize()
@@ -54,16 +61,6 @@ class MegatronActorRole:
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
         metrics["actor/lr"] = self.engine.lr_scheduler_step()
         return metrics
-
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-        self.engine.offload_optimizer()
-
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
-        self.engine.offload_optimizer()
 
 
 class MegatronReferenceRole:

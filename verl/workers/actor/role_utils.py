@@ -1,4 +1,5 @@
-"""Small helpers the worker roles share: per-rank batch sizes, config copies, step timing and memory."""
+"""Small helpers the worker roles share: per-rank batch sizes, config copies, step timing and memory, the update
+metrics and the checkpoint calls."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import copy
 import dataclasses
 import resource
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -75,3 +77,41 @@ def timed(out: dict, key: str):
         yield
     finally:
         out[key] = time.perf_counter() - start
+
+
+def update_with_metrics(role_name: str, engine, flops_counter, data, epochs: int, update: Callable[[], dict]) -> dict:
+    """Run ``update()`` (the role's PPO update over ``data``, ``epochs`` passes) with the optimizer state on the device,
+    then add ``perf/mfu/<role_name>``, ``perf/max_memory_allocated_gb`` and ``<role_name>/lr`` to its metrics; advances
+    the LR schedule by one step."""
+    engine.load_optimizer()
+    start = time.perf_counter()
+    metrics = update()
+    elapsed = time.perf_counter() - start
+    engine.offload_optimizer()
+    mfu = phase_mfu(flops_counter, data, elapsed, engine, backward=True, passes=epochs)
+    if mfu is not None:
+        metrics[f"perf/mfu/{role_name}"] = mfu
+    metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
+    metrics[f"{role_name}/lr"] = engine.lr_scheduler_step()
+    return metrics
+
+
+class CheckpointedRole:
+    """``save_checkpoint`` / ``load_checkpoint`` of a role holding an ``engine`` and its ``checkpoint_manager``: the
+    optimizer state is on the device while the manager reads it (and, with ``optimizer_on_device_to_save``, while it
+    writes it), and offloaded again after."""
+
+    optimizer_on_device_to_save = False
+    """The engine's manager reads the optimizer state from the device when saving (Megatron's)."""
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
+        if self.optimizer_on_device_to_save:
+            self.engine.load_optimizer()
+        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+        if self.optimizer_on_device_to_save:
+            self.engine.offload_optimizer()
+
+    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
+        self.engine.load_optimizer()
+        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        self.engine.offload_optimizer()

@@ -15,10 +15,11 @@ from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.role_utils import (
+    CheckpointedRole,
     make_flops_counter,
-    max_memory_allocated_gb,
     per_rank_mini_batch_size,
     phase_mfu,
+    update_with_metrics,
     with_fields,
 )
 from verl.workers.engine.registry import get_engine_cls
@@ -34,7 +35,7 @@ def log_prob_meta(config, temperature: float) -> dict:
     }
 
 
-class ActorRole:
+class ActorRole(CheckpointedRole):
     """The trained policy: FSDP engine + ``DataParallelPPOActor`` + checkpoints + MFU accounting."""
 
     def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
@@ -81,27 +82,13 @@ class ActorRole:
     def update(self, data: DataProto) -> dict:
         """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
         advances the LR schedule by one step."""
-        self.engine.load_optimizer()
-        start = time.perf_counter()
-        with step_overrides(self.actor, data.meta_info):
-            metrics = self.actor.update_policy(data)
-        elapsed = time.perf_counter() - start
-        self.engine.offload_optimizer()
+
+        def update_policy() -> dict:
+            with step_overrides(self.actor, data.meta_info):
+                return self.actor.update_policy(data)
+
         epochs = int(self.config.ppo_epochs)
-        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
-        if mfu is not None:
-            metrics["perf/mfu/actor"] = mfu
-        metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
-        metrics["actor/lr"] = self.engine.lr_scheduler_step()
-        return metrics
-
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
-        self.engine.offload_optimizer()
+        return update_with_metrics("actor", self.engine, self.flops_counter, data, epochs, update_policy)
 
 
 class ReferenceRole:

@@ -9,6 +9,7 @@ import torch.distributed as dist
 from verl.protocol import DataProto
 from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpointManager
 from verl.workers.actor.role_utils import (
+    CheckpointedRole,
     make_flops_counter,
     max_memory_allocated_gb,
     per_rank_mini_batch_size,
@@ -18,7 +19,9 @@ from verl.workers.critic.megatron_critic import MegatronPPOCritic
 from verl.workers.engine.megatron.engine import MegatronEngine
 
 
-class MegatronCriticRole:
+class MegatronCriticRole(CheckpointedRole):
+    optimizer_on_device_to_save = True
+
     def __init__(self, critic_config, tokenizer):
         self.engine = MegatronEngine(
             critic_config.model, critic_config.megatron, critic_config.optim, role="critic"
@@ -71,13 +74,3 @@ class MegatronCriticRole:
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
         metrics["critic/lr"] = self.engine.lr_scheduler_step()
         return metrics
-
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-        self.engine.offload_optimizer()
-
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
-        self.engine.offload_optimizer()

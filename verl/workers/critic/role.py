@@ -7,17 +7,18 @@ import time
 from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.workers.actor.role_utils import (
+    CheckpointedRole,
     make_flops_counter,
-    max_memory_allocated_gb,
     per_rank_mini_batch_size,
     phase_mfu,
+    update_with_metrics,
     with_fields,
 )
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.engine.registry import get_engine_cls
 
 
-class CriticRole:
+class CriticRole(CheckpointedRole):
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
         self.engine = get_engine_cls(critic_config.strategy)(
@@ -68,23 +69,7 @@ class CriticRole:
 
     def update(self, data: DataProto) -> dict:
         """One ``update_critic`` call plus ``critic/lr`` and ``perf/mfu/critic``."""
-        self.engine.load_optimizer()
-        start = time.perf_counter()
-        metrics = self.critic.update_critic(data)
-        elapsed = time.perf_counter() - start
-        self.engine.offload_optimizer()
         epochs = int(self.config.ppo_epochs)
-        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=epochs)
-        if mfu is not None:
-            metrics["perf/mfu/critic"] = mfu
-        metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
-        metrics["critic/lr"] = self.engine.lr_scheduler_step()
-        return metrics
-
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None) -> None:
-        self.checkpoint_manager.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
-
-    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False) -> None:
-        self.engine.load_optimizer()
-        self.checkpoint_manager.load_checkpoint(local_path, hdfs_path, del_local_after_load)
-        self.engine.offload_optimizer()
+        return update_with_metrics(
+            "critic", self.engine, self.flops_counter, data, epochs, lambda: self.critic.update_critic(data)
+        )
