@@ -18,6 +18,7 @@ from verl.utils.device import get_nccl_backend
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
+from verl.workers.sharding_manager.base import BaseShardingManager
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -46,7 +47,7 @@ def load_tokenizer(model_config: HFModelConfig):
     return tokenizer
 
 
-def generate_in_rollout_mode(rollout, sharding_manager, prompts: DataProto) -> DataProto:
+def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager, prompts: DataProto) -> DataProto:
     """``rollout.generate_sequences(prompts)`` inside ``sharding_manager`` (the policy's weights synced into the
     engine, its memory awake); ``meta_info`` gets the wall time (``timing``) and the sync's ``metrics``."""
     start = time.perf_counter()

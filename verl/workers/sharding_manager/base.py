@@ -7,6 +7,10 @@ what the engine does not need during training. ``metrics`` holds what the last e
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch.distributed as dist
+
 from verl.protocol import DataProto
 
 
@@ -37,3 +41,26 @@ class BaseShardingManager:
     def postprocess_data(self, data: DataProto) -> DataProto:
         """Undo :meth:`preprocess_data` on the engine's output."""
         return data
+
+
+class TensorParallelShardingManager(BaseShardingManager):
+    """A manager whose engine runs a tensor-parallel group over several worker ranks and generates the group's
+    whole batch at once. Subclasses set ``tp_size``, ``tp_rank`` and ``tp_cpu_group`` (the group's gloo group)."""
+
+    tp_size: int = 1
+    tp_rank: int = 0
+    tp_cpu_group: Any = None
+
+    def preprocess_data(self, data: DataProto) -> DataProto:
+        """The engine generates the tensor-parallel group's whole batch: every rank gathers the group's rows."""
+        if self.tp_size == 1:
+            return data
+        parts: list[Any] = [None] * self.tp_size
+        dist.all_gather_object(parts, data, group=self.tp_cpu_group)
+        return DataProto.concat(parts)
+
+    def postprocess_data(self, data: DataProto) -> DataProto:
+        """Keep this rank's share of the gathered batch (equal batch sizes per rank; samples stay contiguous)."""
+        if self.tp_size == 1:
+            return data
+        return data.chunk(self.tp_size)[self.tp_rank]

@@ -17,8 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from verl.protocol import DataProto
-from verl.workers.sharding_manager.base import BaseShardingManager
+from verl.workers.sharding_manager.base import TensorParallelShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
 DEFAULT_BUCKET_BYTES = 512 << 20
@@ -54,7 +53,7 @@ def iter_buckets(pairs, bucket_bytes: int):
         yield bucket
 
 
-class FSDPSGLangShardingManager(BaseShardingManager):
+class FSDPSGLangShardingManager(TensorParallelShardingManager):
     """Sync ``module``'s weights into ``rollout``'s SGLang engine on every ``with manager:``."""
 
     def __init__(self, module: nn.Module, rollout: Any, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
@@ -138,17 +137,3 @@ class FSDPSGLangShardingManager(BaseShardingManager):
             torch.cuda.empty_cache()
         self.metrics["timing_s/release_memory"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("training"))
-
-    def preprocess_data(self, data: DataProto) -> DataProto:
-        """The group's first rank generates the whole group's batch: every rank gathers it."""
-        if self.tp_size == 1:
-            return data
-        parts: list[Any] = [None] * self.tp_size
-        dist.all_gather_object(parts, data, group=self.tp_cpu_group)
-        return DataProto.concat(parts)
-
-    def postprocess_data(self, data: DataProto) -> DataProto:
-        """Keep this rank's share of the gathered batch (equal batch sizes per rank; samples stay contiguous)."""
-        if self.tp_size == 1:
-            return data
-        return data.chunk(self.tp_size)[self.tp_rank]

@@ -20,12 +20,10 @@ import time
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
-from verl.protocol import DataProto
 from verl.workers.rollout.vllm_rollout.multimodal import reset_multimodal_caches
-from verl.workers.sharding_manager.base import BaseShardingManager
+from verl.workers.sharding_manager.base import TensorParallelShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
 logger = logging.getLogger(__name__)
@@ -59,7 +57,7 @@ def _load_weights_in_place(model: nn.Module, weights) -> None:
     model.load_weights(weights)
 
 
-class FSDPVLLMShardingManager(BaseShardingManager):
+class FSDPVLLMShardingManager(TensorParallelShardingManager):
     """Sync ``module``'s weights into ``inference_engine`` (a ``vllm.LLM``) on every ``with manager:``."""
 
     def __init__(
@@ -135,17 +133,3 @@ class FSDPVLLMShardingManager(BaseShardingManager):
                 torch.cuda.empty_cache()
         self.metrics["timing_s/release_memory"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("training"))
-
-    def preprocess_data(self, data: DataProto) -> DataProto:
-        """Every rank of a tensor-parallel group generates the group's whole batch: gather it."""
-        if self.tp_size == 1:
-            return data
-        parts: list[Any] = [None] * self.tp_size
-        dist.all_gather_object(parts, data, group=self.tp_cpu_group)
-        return DataProto.concat(parts)
-
-    def postprocess_data(self, data: DataProto) -> DataProto:
-        """Keep this rank's share of the gathered batch (equal batch sizes per rank; samples stay contiguous)."""
-        if self.tp_size == 1:
-            return data
-        return data.chunk(self.tp_size)[self.tp_rank]
