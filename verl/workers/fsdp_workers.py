@@ -123,7 +123,7 @@ class ActorRolloutRefWorker(Worker):
         self.config = config
         self.role = role
         self.parts = ROLES[role]
-        self.init_process_group(backend=get_nccl_backend())
+        self.init_process_group(backend=get_nccl_backend(), timeout_s=config.nccl_timeout)
         self.actor: ActorRole | None = None
         self.ref: ReferenceRole | LoraReferenceRole | None = None
         self.rollout: RolloutRole | None = None

@@ -56,7 +56,7 @@ class ActorRolloutRefWorker(Worker):
         self.config = config
         self.role = role
         self.parts = ROLES[role]
-        self.init_process_group(backend=get_nccl_backend())
+        self.init_process_group(backend=get_nccl_backend(), timeout_s=config.nccl_timeout)
         self.actor: MegatronActorRole | None = None
         self.ref: MegatronReferenceRole | None = None
         self.rollout: MegatronRolloutRole | None = None
