@@ -128,6 +128,10 @@ def test_older_spelling_is_read_as_the_current_keys(older, current):
             "rollout engine (issue 14)",
         ),
         (
+            "profile.options.with_stack=False",
+            "profile: not supported yet: the step profiler (nsys / torch / NPU profiling of the workers) (issue 15)",
+        ),
+        (
             "+actor_rollout_ref.rollout.trace.backend=weave",
             "actor_rollout_ref.rollout.trace: not supported yet: agent-loop tracing (rollout.trace) (issue 17)",
         ),
