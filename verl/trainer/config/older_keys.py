@@ -27,7 +27,8 @@ MOVED_KEYS: dict[str, tuple[str, ...]] = {
     "in_reward_kl.kl_ctrl.horizon": ("kl_ctrl.horizon",),
     "in_reward_kl.kl_ctrl.target_kl": ("kl_ctrl.target_kl",),
     # verl's early Megatron trainer kept the reference's and reward model's offload switch on the role itself.
-    "param_offload": ("megatron.param_offload",),
+    "ref.param_offload": ("ref.megatron.param_offload",),
+    "reward_model.param_offload": ("reward_model.megatron.param_offload",),
 }
 """Old dotted suffix -> candidate replacements for it, first declared one wins. A candidate replaces the suffix in
 place; a leading ``../`` climbs one more group first (``critic.model.fsdp_config.strategy`` -> ``critic.strategy``)."""
