@@ -139,15 +139,20 @@ def test_older_spelling_is_read_as_the_current_keys(older, current):
 )
 def test_pinned_cli_key_fails_before_ray(override, message, tmp_path):
     """The command line itself: exit code 2, the pin message, and no Ray session started."""
+    import os
     import subprocess
     import sys
+    from pathlib import Path
 
+    checkout = str(Path(__file__).resolve().parents[3])  # this checkout's verl, whatever the venv has installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))}
     run = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", override],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
+        env=env,
     )
     assert run.returncode == 2, run.stderr[-2000:]
     assert message in run.stderr
