@@ -66,11 +66,15 @@ def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_s
     for folder in runs:
         folder.mkdir()
 
-    proc, records = run_main_ppo(_overrides(runs[0], reward_file, 2, "ok"), runs[0])
+    mirror = tmp_path / "mirror"  # verl's trainer.default_hdfs_dir, here a local folder
+    proc, records = run_main_ppo(
+        _overrides(runs[0], reward_file, 2, "ok", f"trainer.default_hdfs_dir={mirror}"), runs[0]
+    )
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [1, 2]
     assert records[0]["data"]["reward/timeouts"] == 0.0 and records[0]["data"]["reward/errors"] == 0.0
     saved = _snapshot(checkpoints)
+    assert _snapshot(mirror) == saved and "global_step_2/data.pt" in saved
 
     # NaN reward: stopped at step 3's scoring, before any update, naming function, data source and value
     proc, records = run_main_ppo(_overrides(runs[1], reward_file, 3, "give_nan"), runs[1])

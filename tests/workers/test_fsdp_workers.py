@@ -192,3 +192,27 @@ def test_load_tokenizer_applies_the_custom_chat_template():
     )
     assert text == "<<hi>>A:"
     assert load_tokenizer(HFModelConfig(path=smollm2_path())).chat_template != template
+
+
+def test_actor_worker_group_uses_nccl_timeout(monkeypatch):
+    """actor_rollout_ref.nccl_timeout bounds the worker group's collectives (gloo here, NCCL on GPU)."""
+    import torch.distributed as dist
+
+    from verl.trainer.config.loader import load_config
+    from verl.utils.distributed import free_port
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+    config = load_config(["actor_rollout_ref.nccl_timeout=1234"]).actor_rollout_ref
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }.items():
+        monkeypatch.setenv(name, value)
+    ActorRolloutRefWorker(config, role="actor")
+    try:
+        backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+        assert backend.options._timeout.total_seconds() == 1234
+    finally:
+        dist.destroy_process_group()

@@ -196,6 +196,10 @@ class Registry(Mapping[str, T], Generic[T]):
         """The built-in registrations found in source (no import)."""
         return scan_source(self.package, self.decorator)
 
+    def pins(self) -> dict[str, Pin]:
+        """Every pinned name that nothing registers yet, with its pin."""
+        return {name: pin for name, pin in sorted(self._pins.items()) if self.pinned(name) is not None}
+
     def pinned(self, name: str | Enum) -> Pin | None:
         """The pin of ``name`` when it is pinned and nothing registers it."""
         key = _key(name)

@@ -77,7 +77,7 @@ class ActorRolloutRefWorkerBase(Worker):
         self.config = config
         self.role = role
         self.parts = ROLES[role]
-        self.init_process_group(backend=get_nccl_backend())
+        self.init_process_group(backend=get_nccl_backend(), timeout_s=config.nccl_timeout)
         self.actor = None
         self.ref = None
         self.rollout = None

@@ -66,3 +66,12 @@ def test_megatron_errors_name_keys_and_fixes():
     assert "actor_rollout_ref.ref.strategy='fsdp' must match actor_rollout_ref.actor.strategy='megatron'" in message
     message = _error("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", config_name="ppo_trainer")
     assert "actor_rollout_ref.actor.megatron is set but actor_rollout_ref.actor.strategy='fsdp'" in message
+
+
+def test_unpacked_micro_batches_are_pinned():
+    """The engine always packs micro-batches (thd); verl's megatron.use_remove_padding=False waits on issue 16."""
+    assert _load(
+        "actor_rollout_ref.actor.megatron.use_remove_padding=True"
+    ).actor_rollout_ref.actor.megatron.use_remove_padding
+    message = _error("actor_rollout_ref.actor.megatron.use_remove_padding=False")
+    assert "not supported yet: Megatron padded (bshd) micro-batches (issue 16)" in message

@@ -17,6 +17,8 @@ PACKAGE = Path(verl.__file__).parent
 EQUIVALENT_CHOICES = {
     "trainer.use_legacy_worker_impl": "every allowed value selects this build's one worker implementation",
     "megatron.use_mbridge": "both values convert weights with this build's own HF <-> megatron-core converter",
+    "megatron.vanilla_mbridge": "both bridges verl can pick are replaced by this build's own converter",
+    "fsdp_config.use_orig_params": "FSDP2 always shards the module's own parameters; the flag only changes FSDP1",
 }
 """Fields (matched by path suffix) whose allowed values all mean the same behaviour here (anything else fails
 validation)."""

@@ -54,8 +54,8 @@ def test_disallowed_value_lists_allowed_values():
         "actor_rollout_ref.actor.strategy='deepspeed' is not a registered training engine; "
         "registered: fsdp, fsdp2, megatron" in message
     )
-    message = _error(["actor_rollout_ref.rollout.name=trtllm"])
-    expected = "actor_rollout_ref.rollout.name='trtllm' is not a registered rollout; registered: hf, sglang, vllm"
+    message = _error(["actor_rollout_ref.rollout.name=tgi"])
+    expected = "actor_rollout_ref.rollout.name='tgi' is not a registered rollout; registered: hf, sglang, vllm"
     assert expected in message
     message = _error(["trainer.logger=[console,tensorbord]"])
     assert "trainer.logger='tensorbord' is not a registered logger; registered: console, file" in message
@@ -166,3 +166,10 @@ def test_data_files_must_be_paths():
     assert "data.train_files=[] must be a file path, a list of paths" in message
     message = _error(["data.val_files=3"])
     assert "data.val_files=3 must be a file path" in message
+
+
+def test_hdfs_checkpoint_mirror_needs_the_hadoop_client(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `hdfs` command
+    message = _error(["trainer.default_hdfs_dir=hdfs://namenode/ckpt"])
+    assert "trainer.default_hdfs_dir=hdfs://namenode/ckpt needs the Hadoop client" in message
+    assert load_config([f"trainer.default_hdfs_dir={tmp_path}/mirror"]).trainer.default_hdfs_dir == f"{tmp_path}/mirror"

@@ -168,3 +168,27 @@ def test_a_checkpoint_without_manifest_is_used_unverified(tmp_path, capsys):
     os.unlink(os.path.join(folder, "checkpoint_manifest.json"))
     assert checkpointing.resolve_resume_path(_trainer_config(tmp_path)) == folder
     assert "has no manifest" in capsys.readouterr().out
+
+
+def test_mirror_copies_the_step_folder_then_the_tracker(tmp_path):
+    """trainer.default_hdfs_dir: the new global_step_N folder and the tracker appear under the mirror root."""
+    root, mirror = tmp_path / "local", tmp_path / "mirror"
+    step_dir = checkpointing.global_step_dir(str(root), 3)
+    checkpointing.save_trainer_state(step_dir, {"global_step": 3})
+    os.makedirs(f"{step_dir}/actor")
+    with open(f"{step_dir}/actor/shard.bin", "wb") as f:
+        f.write(b"\x00\x01weights")
+    checkpointing.write_tracker(str(root), 3)
+    checkpointing.mirror_checkpoint(str(root), str(mirror), 3)
+    assert (mirror / "global_step_3" / "actor" / "shard.bin").read_bytes() == b"\x00\x01weights"
+    assert _snapshot(mirror / "global_step_3") == _snapshot(root / "global_step_3")
+    assert (mirror / "latest_checkpointed_iteration.txt").read_text() == "3"
+    assert checkpointing.resolve_resume_path(_trainer_config(mirror)) == str(mirror / "global_step_3")
+
+
+def test_mirror_to_hdfs_without_the_client_names_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `hdfs` command
+    checkpointing.save_trainer_state(checkpointing.global_step_dir(str(tmp_path), 1), {"global_step": 1})
+    checkpointing.write_tracker(str(tmp_path), 1)
+    with pytest.raises(RuntimeError, match="Hadoop client"):
+        checkpointing.mirror_checkpoint(str(tmp_path), "hdfs://namenode/ckpt", 1)

@@ -35,6 +35,7 @@ HOMONYMS = {
     "use_shm": "data files vs model weights in shared memory",
     "timeout": "one generative-judge request's limit vs one reward-function call's limit",
     "on_error": "what a failed judge request does vs what a failed reward-function call does",
+    "use_remove_padding": "the FSDP forward's packing (model) vs the Megatron engine's micro-batch layout (megatron)",
 }
 
 

@@ -12,7 +12,14 @@ def test_hf_resolves_to_hf_rollout():
 
 
 def test_unknown_name_lists_registered():
-    with pytest.raises(ValueError, match=r"Unknown rollout 'trtllm'.*'hf', 'sglang', 'vllm'"):
+    with pytest.raises(ValueError, match=r"Unknown rollout 'tgi'.*'hf', 'sglang', 'vllm'"):
+        get_rollout_class("tgi")
+
+
+def test_tensorrt_llm_is_pinned_to_the_gpu_rollout_issue():
+    """verl's ``rollout.name=trtllm`` names the feature and the issue that builds it."""
+    assert "trtllm" not in ROLLOUT_REGISTRY.names()
+    with pytest.raises(NotImplementedError, match=r"not supported yet: the TensorRT-LLM rollout \(issue 14\)"):
         get_rollout_class("trtllm")
 
 

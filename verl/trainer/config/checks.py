@@ -12,6 +12,7 @@ micro-batch.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from typing import Any
 
 from verl.trainer.config.agent_checks import rollout_mode_errors
@@ -282,6 +283,11 @@ def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
                 errors.append(
                     f"{key}.checkpoint.{part} has unknown parts {bad}; allowed: {', '.join(CHECKPOINT_CONTENTS)}"
                 )
+    if str(trainer.default_hdfs_dir or "").startswith("hdfs://") and shutil.which("hdfs") is None:
+        errors.append(
+            f"trainer.default_hdfs_dir={trainer.default_hdfs_dir} needs the Hadoop client: install Hadoop and put its "
+            "`hdfs` command on PATH, or give a local folder"
+        )
     return errors
 
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema_walk import field_specs, is_config_class
+from verl.utils.registry import Pin
 from verl.workers.config.base import resolve_registry
 
 HEADER = """# Configuration reference
@@ -129,8 +130,21 @@ def generate() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _registry_pins() -> list[tuple[str, str, Pin]]:
+    """``(key, name, pin)`` of every registry name pinned to planned work (``rollout.name=trtllm``)."""
+    from verl.trainer.config.checks import _registry_fields
+    from verl.workers.config.base import resolve_registry
+
+    found = {}
+    for key, _, spec in _registry_fields(PPOConfig(), ""):
+        for name, pin in resolve_registry(spec).pins().items():
+            found[(key, name)] = pin
+    return [(key, name, pin) for (key, name), pin in sorted(found.items())]
+
+
 def _pins_section(lines: list[str]) -> None:
     """The keys of verl that are pinned to planned work (not in the schema yet) and the older spellings accepted."""
+    from verl.trainer.config.older_keys import EXPANDED_KEYS, MOVED_KEYS
     from verl.trainer.config.pins import CONFIG_NAME_PINS, PINNED_KEYS, RENAMED_KEYS
 
     lines += [
@@ -146,9 +160,16 @@ def _pins_section(lines: list[str]) -> None:
         lines.append(f"| `{key}` | {pin.feature} | {pin.issue} |")
     for name, pin in sorted(CONFIG_NAME_PINS.items()):
         lines.append(f"| `--config-name={name}` | {pin.feature} | {pin.issue} |")
+    for key, name, pin in _registry_pins():
+        lines.append(f"| `{key}={name}` | {pin.feature} | {pin.issue} |")
     lines += ["", "## Older spellings", "", "| verl key (last part) | read as |", "| --- | --- |"]
     for old, new in sorted(RENAMED_KEYS.items()):
         lines.append(f"| `{old}` | `{new}` |")
+    for old, candidates in sorted(MOVED_KEYS.items()):
+        lines.append(f"| `{old}` | {' or '.join(f'`{c}`' for c in candidates)} (in place of the old part) |")
+    for old, expand in sorted(EXPANDED_KEYS.items()):
+        example = ", ".join(f"`{new}={value}`" for new, value in expand("1"))
+        lines.append(f"| `{old}` | `{old}=1` is read as {example} |")
 
 
 def main(argv: list[str] | None = None) -> None:

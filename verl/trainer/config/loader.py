@@ -21,6 +21,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
+from verl.trainer.config.older_keys import rewrite_older_key
 from verl.trainer.config.pins import CONFIG_NAME_PINS, RENAMED_KEYS, pinned_key
 from verl.trainer.config.root import PPOConfig
 from verl.trainer.config.schema import register_schemas
@@ -126,7 +127,8 @@ def normalize_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> l
     """verl command lines as Hydra and the schema take them: ``+key=value`` / ``++key=value`` for a key the schema
     already declares become ``key=value`` (Hydra refuses to add an existing key; verl's schema lacked some), a key
     inside a free-form mapping (``rollout.engine_kwargs.vllm.swap_space``) gets ``++`` (add or override), and older
-    key names (:data:`~verl.trainer.config.pins.RENAMED_KEYS`, e.g. ``model.use_rmpad``) become their current ones."""
+    key names (:data:`~verl.trainer.config.pins.RENAMED_KEYS`, e.g. ``model.use_rmpad``, and the moved or split keys
+    of :mod:`verl.trainer.config.older_keys`, e.g. ``actor.kl_loss.coef``) become their current ones."""
     normalized = []
     for arg in overrides:
         if "=" not in arg or arg.startswith(("-", "~")):
@@ -134,13 +136,21 @@ def normalize_overrides(overrides: Sequence[str], schema: type = PPOConfig) -> l
             continue
         key, _, value = arg.partition("=")
         prefix = "++" if key.startswith("++") else "+" if key.startswith("+") else ""
-        bare = _renamed(key[len(prefix) :], schema)
-        if prefix and _declared(bare, schema):
-            prefix = "++" if _is_mapping_field(bare, schema) else ""  # Hydra cannot re-add a key; "++" sets a mapping
-        elif not prefix and not _declared(bare, schema) and resolve_path(schema, bare)[0]:
-            prefix = "++"  # a key inside a free-form mapping (engine_kwargs.vllm.x): add it, or override it
-        normalized.append(f"{prefix}{bare}={value}")
+        written = key[len(prefix) :]
+        current = rewrite_older_key(written, value, lambda path: _declared(path, schema))
+        for bare, new_value in current if current is not None else [(_renamed(written, schema), value)]:
+            normalized.append(_with_prefix(prefix, bare, schema) + f"{bare}={new_value}")
     return normalized
+
+
+def _with_prefix(prefix: str, key: str, schema: type) -> str:
+    """The Hydra prefix ``key`` needs: none for a declared key (Hydra cannot re-add it), ``++`` for a declared
+    free-form mapping or a key inside one (add it, or override it), else what the user wrote."""
+    if prefix and _declared(key, schema):
+        return "++" if _is_mapping_field(key, schema) else ""
+    if not prefix and not _declared(key, schema) and resolve_path(schema, key)[0]:
+        return "++"  # a key inside a free-form mapping (engine_kwargs.vllm.x)
+    return prefix
 
 
 def check_config_name(config_name: str) -> None:

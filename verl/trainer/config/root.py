@@ -15,7 +15,7 @@ from verl.workers.config import (
     RewardModelConfig,
     RolloutConfig,
 )
-from verl.workers.config.base import BaseConfig, choice_field
+from verl.workers.config.base import BaseConfig, bounded_field, choice_field
 
 
 @dataclass
@@ -24,6 +24,10 @@ class ActorRolloutRefConfig(BaseConfig):
 
     hybrid_engine: bool = choice_field(True, (True,))
     """Actor, rollout and reference share one worker group (the only layout of this build)."""
+
+    nccl_timeout: int | None = bounded_field(None, gt=0)
+    """Seconds a collective of this worker group may wait before ``torch.distributed`` gives up (verl's NCCL
+    timeout; gloo on CPU); null uses ``$VERL_COLLECTIVE_TIMEOUT_S``, else 600."""
 
     model: HFModelConfig = field(default_factory=HFModelConfig)
     """The policy model, shared by the actor, the rollout and the reference."""

@@ -123,6 +123,10 @@ class TrainerConfig(CheckpointResumeConfig):
     default_local_dir: str = "checkpoints"
     """Checkpoint root folder; the shipped YAML appends ``project_name/experiment_name``."""
 
+    default_hdfs_dir: str | None = None
+    """After each save, copy the new ``global_step_N`` folder and the tracker file here (a local folder, or an
+    ``hdfs://`` URI, which needs the Hadoop ``hdfs`` command); null keeps checkpoints only in ``default_local_dir``."""
+
     del_local_ckpt_after_load: bool = False
     """After resuming, delete the checkpoint's actor and critic folders (model and optimizer shards; the trainer state
     stays)."""

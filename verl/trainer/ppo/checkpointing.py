@@ -80,6 +80,18 @@ class CheckpointError(RuntimeError):
     """The checkpoint to resume from is damaged (or missing) and no fallback applies; the message says what to run."""
 
 
+def mirror_checkpoint(root: str, mirror_root: str, global_step: int) -> None:
+    """Copy the folder of ``global_step`` under ``root``, then the tracker file, to the same place under
+    ``mirror_root`` (verl's ``trainer.default_hdfs_dir``): a local path, or an ``hdfs://`` URI through the Hadoop
+    client (:mod:`verl.utils.hdfs_io`). The tracker goes last, so a reader never finds it naming a partial copy."""
+    from verl.utils import hdfs_io
+
+    hdfs_io.makedirs(mirror_root, exist_ok=True)
+    step_dir = global_step_dir(root, global_step)
+    hdfs_io.copy(step_dir, f"{mirror_root.rstrip('/')}/{os.path.basename(step_dir)}")
+    hdfs_io.copy(os.path.join(root, CHECKPOINT_TRACKER), f"{mirror_root.rstrip('/')}/{CHECKPOINT_TRACKER}")
+
+
 def resume_command(checkpoint: str | None = None) -> str:
     """The command that relaunched this run: the launch overrides, with ``trainer.resume_mode=resume_path
     trainer.resume_from_path=<checkpoint>`` when a checkpoint is given (else as launched, which resumes the latest

@@ -502,6 +502,8 @@ class RayPPOTrainer:
         checkpointing.write_manifest(step_dir, checksums=trainer.checkpoint_checksum)
         checkpointing.write_tracker(trainer.default_local_dir, self.global_steps)
         checkpointing.prune_old_checkpoints(trainer.default_local_dir, keep)
+        if trainer.default_hdfs_dir is not None:
+            checkpointing.mirror_checkpoint(trainer.default_local_dir, trainer.default_hdfs_dir, self.global_steps)
 
     def _save_extra_models(self, step_dir: str) -> None:
         """A recipe's own models (e.g. PRIME's reward model), saved before the trainer state and the tracker."""

@@ -77,3 +77,7 @@ class FSDPEngineConfig(EngineOffloadConfig):
 
     mixed_precision: MixedPrecisionConfig | None = field(default_factory=MixedPrecisionConfig)
     """Mixed-precision dtypes on GPU; null computes in ``model_dtype`` throughout."""
+
+    use_orig_params: bool = False
+    """verl's FSDP1 switch between flat and original parameters. FSDP2 always shards the module's own parameters
+    (as DTensors), so both values train the same way here and verl scripts that set it run unchanged."""

@@ -71,6 +71,13 @@ class McoreEngineConfig(EngineOffloadConfig):
     HF <-> megatron-core converter (Llama, Qwen2; another architecture fails validation naming it), so verl scripts
     that set it run unchanged."""
 
+    vanilla_mbridge: bool = True
+    """verl's choice between mbridge (true) and NVIDIA's Megatron-Bridge (false) when ``use_mbridge`` is set; like
+    ``use_mbridge``, both values convert with this build's own converter."""
+
+    use_remove_padding: bool = pinned_field(True, (True,), "Megatron padded (bshd) micro-batches", 16)
+    """Run micro-batches packed (padding removed, megatron-core's ``thd`` form), the engine's only layout."""
+
     dtype: str = choice_field("bfloat16", MEGATRON_DTYPES)
     """Compute dtype on GPU (parameters, gradients and optimizer state stay float32); CPUs compute in float32."""
 

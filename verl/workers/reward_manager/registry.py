@@ -9,6 +9,7 @@ from verl.utils.registry import Registry
 REWARD_MANAGER_REGISTRY: Registry[type] = Registry(
     "reward manager", "reward_model.reward_manager", package="verl.workers.reward_manager", decorator="register"
 )
+REWARD_MANAGER_REGISTRY.pin("generative", "verl's generative reward manager (an LLM judge as the reward manager)", 19)
 
 
 def register(name: str) -> Callable[[type], type]:

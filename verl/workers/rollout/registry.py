@@ -13,6 +13,7 @@ from verl.utils.registry import Registry
 ROLLOUT_REGISTRY: Registry[type] = Registry(
     "rollout", "actor_rollout_ref.rollout.name", package="verl.workers.rollout", decorator="register_rollout"
 )
+ROLLOUT_REGISTRY.pin("trtllm", "the TensorRT-LLM rollout", 14)
 
 
 def register_rollout(name: str) -> Callable[[type], type]:
