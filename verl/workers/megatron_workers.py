@@ -1,4 +1,5 @@
-"""Megatron workers for the single controller: ``ActorRolloutRefWorker(config, role)`` and ``CriticWorker(config)``.
+"""Megatron workers for the single controller: ``ActorRolloutRefWorker(config, role)``, ``CriticWorker(config)``
+and ``RewardModelWorker(config)`` (the engine-independent reward-model worker; its role builds the Megatron scorer).
 
 Same registered methods, arguments and outputs as :mod:`verl.workers.fsdp_workers`; the trainer picks one module or
 the other by ``strategy`` (:mod:`verl.workers.worker_registry`). Two dispatch meshes:
@@ -21,7 +22,7 @@ from verl.utils.device import get_nccl_backend
 from verl.workers.actor.megatron_roles import MegatronActorRole, MegatronReferenceRole
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
-from verl.workers.fsdp_workers import ROLES, load_tokenizer
+from verl.workers.fsdp_workers import ROLES, RewardModelWorker, load_tokenizer
 from verl.workers.worker_registry import WorkerClasses, register_workers
 
 TRAIN_MESH = "actor"
@@ -172,4 +173,4 @@ class CriticWorker(Worker):
 @register_workers("megatron")
 def megatron_workers() -> WorkerClasses:
     """The workers of ``strategy=megatron``."""
-    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker, reward_model=RewardModelWorker)
