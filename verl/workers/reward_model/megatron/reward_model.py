@@ -18,8 +18,8 @@ from verl.workers.reward_model.base import BaseRewardScorer, register_reward_sco
 
 
 class MegatronRewardModel(BaseRewardScorer):
-    """Scores this data-parallel rank's share of a batch with a built ``reward``
-    :class:`~verl.workers.engine.megatron.engine.MegatronEngine`."""
+    """Scores this data-parallel rank's share of a batch with a built ``MegatronEngine`` of role ``reward``
+    (``verl.workers.engine.megatron.engine``)."""
 
     def __init__(
         self, engine, micro_batch_size: int | None, use_dynamic_bsz: bool = False, max_token_len: int | None = None
