@@ -75,6 +75,9 @@ def resume_overrides(workdir: Path, checkpoints: Path, save_freq: int, resume_mo
         o for o in overrides if not o.startswith(("trainer.save_freq", "trainer.resume_mode", "trainer.default"))
     ]
     return overrides + [
+        # Six PPO epochs make the update the longest phase (seconds, not a fraction of one): a SIGINT the tests send
+        # on seeing "phase update_actor started" through Ray's log forwarding still lands inside that phase.
+        "actor_rollout_ref.actor.ppo_epochs=6",
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.rollout.temperature=1.0",
@@ -218,7 +221,10 @@ class LiveRun:
         processes = run_processes(self.proc.pid)
         sent = time.monotonic()
         os.killpg(self.proc.pid, signal.SIGINT)
-        self.proc.wait(timeout=timeout)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"main_ppo still running {timeout}s after SIGINT:\n{self.output[-6000:]}") from None
         elapsed = time.monotonic() - sent
         self._reader.join(timeout=10)
         kill_processes(processes)  # Ray's processes the exiting driver left behind, before the test reads the folder

@@ -169,38 +169,88 @@ def run_ppo(config, task_runner_class=None, schema: type | None = None) -> None:
     if not hasattr(runner_cls, "remote"):
         runner_cls = ray.remote(num_cpus=1)(runner_cls)
     runner = runner_cls.remote()
-    try:
+    with _InterruptFlag() as interrupted:
         done = runner.run.remote(config)
-        while not ray.wait([done], timeout=0.25)[0]:  # back in Python often: Ctrl-C is handled at once
+        # Ctrl-C only sets a flag; the stop starts here, between two waits, never inside one of Ray's calls (a
+        # KeyboardInterrupt raised inside Ray's client code can leave it unable to kill or shut down).
+        while not ray.wait([done], timeout=0.25)[0] and not interrupted.is_set():
             pass
-        ray.get(done)
-    except KeyboardInterrupt:
-        _stop_on_interrupt(runner, config, started_ray)
-        raise
+        if interrupted.is_set():
+            _stop_on_interrupt(runner, config, started_ray)
+            raise KeyboardInterrupt
+    ray.get(done)
     if config.ray_kwargs.timeline_json_file:
         ray.timeline(filename=config.ray_kwargs.timeline_json_file)
 
 
+class _InterruptFlag:
+    """SIGINT sets an event instead of raising, while the ``with`` block runs (main thread only; elsewhere the
+    default handler stays and Ctrl-C raises where it lands)."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.event = threading.Event()
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, lambda *_: self.event.set())
+        return self.event
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+STOP_DEADLINE_S = 8.0
+"""Seconds a Ctrl-C stop may take before the process exits anyway (Ray's head processes die with it)."""
+
+
 def _stop_on_interrupt(runner, config, shutdown_ray: bool) -> None:
     """Ctrl-C: kill the training actor (its worker groups and scoring processes end with it), stop Ray when this
-    process started it, and print the checkpoint to resume. A second Ctrl-C exits at once.
+    process started it, and print the checkpoint to resume. A second Ctrl-C, or a stop that takes longer than
+    :data:`STOP_DEADLINE_S`, exits at once with code 130.
 
     A checkpoint is never half-used: its folders are written under a temporary name and renamed, and the tracker file
     names a step only after its manifest is written, so the newest complete checkpoint stays the one to resume.
     """
     import signal
+    import threading
 
     import ray
 
-    from verl.trainer.ppo import checkpointing
-
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     print("\nInterrupted (Ctrl-C): stopping the run...", file=sys.stderr, flush=True)
+    stage = ["killing the training actor"]
+    finished = threading.Event()
+
+    def exit_if_stuck() -> None:
+        if not finished.wait(STOP_DEADLINE_S):
+            print(
+                f"Stopping took more than {STOP_DEADLINE_S:.0f} s (stuck {stage[0]}); exiting now.",
+                file=sys.stderr,
+                flush=True,
+            )
+            _print_resume_point(config)
+            os._exit(130)
+
+    threading.Thread(target=exit_if_stuck, daemon=True).start()
     try:
         ray.kill(runner, no_restart=True)
     finally:
         if shutdown_ray:
+            stage[0] = "shutting Ray down"
             ray.shutdown()
+    finished.set()
+    _print_resume_point(config)
+
+
+def _print_resume_point(config) -> None:
+    """After a stop: the newest complete checkpoint (the tracker names only finished ones) and how to resume."""
+    from verl.trainer.ppo import checkpointing
+
     latest = checkpointing.find_latest_ckpt_path(config.trainer.default_local_dir)
     if latest is None:
         print("Stopped. No checkpoint was saved yet.", file=sys.stderr, flush=True)
