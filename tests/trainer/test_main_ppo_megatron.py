@@ -1,6 +1,8 @@
 """End to end through ``python -m verl.trainer.main_ppo --config-name ppo_megatron_trainer`` on 2 CPU workers:
 2 PPO steps with the actor, the reference (KL loss) and a GAE critic on the Megatron engine at TP=2, the HF
-rollout taking the gathered weights; and a Megatron layout that does not fit the model fails before Ray starts."""
+rollout taking the gathered weights; 2 GRPO steps with a reward model on the Megatron engine (TP=2, in the actor's
+processes, its own tokenizer and chat template) added to the rule reward; and a Megatron layout that does not fit
+the model fails before Ray starts."""
 
 from __future__ import annotations
 
@@ -20,26 +22,29 @@ from tests.trainer.main_ppo_runner import (
     tiny_overrides,
 )
 from tests.trainer.test_main_ppo import COMMON_KEYS, CRITIC_KEYS
+from tests.workers.reward_model.helpers import save_sequence_classifier
 
 pytest.importorskip("megatron.core")
 MEGATRON = ["--config-name=ppo_megatron_trainer", "actor_rollout_ref.actor.megatron.sequence_parallel=False"]
 
 
-@pytest.mark.slow
-def test_ppo_with_critic_and_kl_on_megatron_tp2(tmp_path):
+def _tp2_overrides(tmp_path) -> list[str]:
     overrides = [o for o in tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") if "n_gpus" not in o]
-    overrides = (
+    return (
         MEGATRON
         + overrides
-        + [
-            "trainer.n_gpus_per_node=2",
-            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
-            "algorithm.adv_estimator=gae",
-            "critic.ppo_micro_batch_size_per_gpu=4",
-            "actor_rollout_ref.actor.use_kl_loss=True",
-            "actor_rollout_ref.actor.kl_loss_coef=0.01",
-        ]
+        + ["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2"]
     )
+
+
+@pytest.mark.slow
+def test_ppo_with_critic_and_kl_on_megatron_tp2(tmp_path):
+    overrides = _tp2_overrides(tmp_path) + [
+        "algorithm.adv_estimator=gae",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.01",
+    ]
     proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [0, 1, 2]
@@ -48,6 +53,29 @@ def test_ppo_with_critic_and_kl_on_megatron_tp2(tmp_path):
         assert not missing, f"step {record['step']} lacks {missing}"
         assert_finite(record)
         assert record["data"]["actor/grad_norm"] > 0 and record["data"]["critic/grad_norm"] > 0
+
+
+def test_grpo_with_megatron_reward_model_tp2(tmp_path):
+    rm_path = save_sequence_classifier(tmp_path / "rm", tokenizer_variant=True)  # re-rendered with its own template
+    overrides = _tp2_overrides(tmp_path) + [
+        "algorithm.adv_estimator=grpo",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "reward_model.enable=True",
+        f"reward_model.model.path={rm_path}",
+        "reward_model.micro_batch_size_per_gpu=4",
+        "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
+    ]
+    proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
+    assert proc.returncode == 0, describe(proc)
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        data = record["data"]
+        assert_finite(record)
+        assert data["reward/model/min"] < data["reward/model/max"]  # the reward model tells responses apart
+        assert data["reward/model/truncated"] == 0
+        expected = data["reward/rule/mean"] + 0.5 * data["reward/model/mean"]
+        assert data["critic/score/mean"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
 
 
 def test_megatron_layout_that_does_not_fit_fails_before_ray(tmp_path):

@@ -328,7 +328,6 @@ class TaskRunner:
         """Worker classes per role, by each role's ``strategy`` (``verl.workers.worker_registry``). With LoRA the
         reference is the actor with adapters off (no separate group)."""
         from verl.trainer.ppo.utils import Role
-        from verl.workers.fsdp_workers import RewardModelWorker
         from verl.workers.worker_registry import get_worker_classes
 
         actor_rollout_ref = get_worker_classes(config.actor_rollout_ref.actor.strategy).actor_rollout_ref
@@ -336,7 +335,7 @@ class TaskRunner:
         if use_critic:
             mapping[Role.Critic] = get_worker_classes(config.critic.strategy).critic
         if config.reward_model.enable and not config.reward_model.use_reward_loop:
-            mapping[Role.RewardModel] = RewardModelWorker
+            mapping[Role.RewardModel] = get_worker_classes(config.reward_model.strategy).reward_model
         lora = config.actor_rollout_ref.model.lora_rank > 0
         if use_reference_policy and not lora:
             mapping[Role.RefPolicy] = actor_rollout_ref

@@ -158,7 +158,9 @@ class CriticWorker(CriticWorkerBase):
 
 
 class RewardModelWorker(Worker):
-    """``config`` is the ``reward_model`` section; holds a ``RewardModelRole`` (frozen scorer, no checkpoints)."""
+    """``config`` is the ``reward_model`` section; holds a ``RewardModelRole`` (frozen scorer, no checkpoints) on the
+    engine of ``reward_model.strategy``. A batch is split over the scorer's data-parallel ranks (every rank with
+    FSDP2; with Megatron, tensor- and pipeline-parallel peers get the same rows and one of them is collected)."""
 
     def __init__(self, config: RewardModelConfig):
         super().__init__()
@@ -170,8 +172,9 @@ class RewardModelWorker(Worker):
     def init_model(self) -> None:
         from verl.workers.reward_model.role import RewardModelRole
 
-        self._register_dispatch_collect_info(REWARD_MESH, dp_rank=self.rank, is_collect=True)
         self.reward_model = RewardModelRole(self.config)
+        scorer = self.reward_model.scorer
+        self._register_dispatch_collect_info(REWARD_MESH, dp_rank=scorer.dp_rank, is_collect=scorer.is_collect_rank)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REWARD_MESH))
     def compute_rm_score(self, data: DataProto) -> DataProto:
@@ -183,4 +186,4 @@ class RewardModelWorker(Worker):
 @register_workers("fsdp2")
 def fsdp_workers() -> WorkerClasses:
     """The workers of ``strategy=fsdp`` / ``fsdp2``."""
-    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker, reward_model=RewardModelWorker)

@@ -1,4 +1,5 @@
-"""Megatron workers for the single controller: ``ActorRolloutRefWorker(config, role)`` and ``CriticWorker(config)``.
+"""Megatron workers for the single controller: ``ActorRolloutRefWorker(config, role)``, ``CriticWorker(config)``
+and ``RewardModelWorker(config)`` (the engine-independent reward-model worker; its role builds the Megatron scorer).
 
 Same registered methods, arguments and outputs as :mod:`verl.workers.fsdp_workers`; the trainer picks one module or
 the other by ``strategy`` (:mod:`verl.workers.worker_registry`). Two dispatch meshes:
@@ -15,6 +16,7 @@ from __future__ import annotations
 from verl.protocol import DataProto
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.actor.megatron_roles import MegatronActorRole, MegatronReferenceRole
+from verl.workers.fsdp_workers import RewardModelWorker
 from verl.workers.role_workers import (
     ACTOR_MESH,
     CRITIC_MESH,
@@ -85,4 +87,4 @@ class CriticWorker(CriticWorkerBase):
 @register_workers("megatron")
 def megatron_workers() -> WorkerClasses:
     """The workers of ``strategy=megatron``."""
-    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker)
+    return WorkerClasses(actor_rollout_ref=ActorRolloutRefWorker, critic=CriticWorker, reward_model=RewardModelWorker)

@@ -1,4 +1,5 @@
-"""Worker classes by training ``strategy``: which module's ``ActorRolloutRefWorker`` / ``CriticWorker`` a run uses.
+"""Worker classes by training ``strategy``: which module's ``ActorRolloutRefWorker`` / ``CriticWorker`` /
+``RewardModelWorker`` a run uses.
 
 The engines themselves are registered in :mod:`verl.workers.engine.registry`; an engine whose roles differ from
 FSDP's (Megatron: pipeline schedule, data-parallel dispatch mesh) brings its own workers and registers them here,
@@ -29,6 +30,9 @@ class WorkerClasses:
 
     critic: type
     """``CriticWorker(config)``: the value model."""
+
+    reward_model: type
+    """``RewardModelWorker(config)``: the frozen reward model (picked by ``reward_model.strategy``)."""
 
 
 def register_workers(name: str) -> Callable:

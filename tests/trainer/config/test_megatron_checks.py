@@ -36,6 +36,31 @@ def test_megatron_config_composes_and_roles_follow_the_actor_layout():
     assert _load(config_name="ppo_trainer").actor_rollout_ref.actor.strategy == "fsdp"
 
 
+RM = ("reward_model.enable=True", "reward_model.micro_batch_size=4")
+
+
+def test_reward_model_follows_the_actor_layout_unless_it_has_its_own_pool(tmp_path):
+    rm_path = f"reward_model.model.path={tmp_path}"  # an existing folder without config.json: no model check
+    cfg = _load(*TP2, NO_SP, *RM, rm_path)
+    rm = cfg.reward_model
+    assert rm.strategy == "megatron" and rm.megatron.tensor_model_parallel_size == 2
+    assert rm.megatron.sequence_parallel is False
+    assert rm.micro_batch_size_per_gpu == 4  # 2 ranks at TP=2: one data-parallel rank gets the whole batch
+    message = _error(*TP2, NO_SP, *RM, rm_path, "reward_model.megatron.tensor_model_parallel_size=1")
+    assert "share one worker process" in message and "reward_model: (1, 1, None)" in message
+    own_pool = ("reward_model.enable_resource_pool=True", "reward_model.nnodes=1")
+    _load(*TP2, NO_SP, *RM, rm_path, *own_pool, "reward_model.n_gpus_per_node=1",
+          "reward_model.megatron.tensor_model_parallel_size=1")  # fmt: skip
+    message = _error(*TP2, NO_SP, *RM, rm_path, *own_pool, "reward_model.n_gpus_per_node=3")
+    assert "reward_model.megatron.tensor_model_parallel_size * pipeline_model_parallel_size = 2*1" in message
+    assert "must divide reward_model.n_gpus_per_node * reward_model.nnodes = 3" in message
+    # on the FSDP root config a reward model may still run on megatron; its model is checked against its layout
+    message = _error(*RM, f"reward_model.model.path={tiny_model_path('llama')}", "reward_model.strategy=megatron",
+                     "trainer.n_gpus_per_node=4", "reward_model.megatron.tensor_model_parallel_size=4",
+                     "reward_model.megatron.sequence_parallel=False", config_name="ppo_trainer")  # fmt: skip
+    assert "reward_model.megatron (model" in message and "must divide the attention heads (4)" in message
+
+
 def test_batch_arithmetic_uses_the_data_parallel_size():
     # 4 ranks, TP=2: 2 data-parallel ranks; 4 prompts x n=2 = 8 sequences per mini-batch -> 4 per rank
     base = (

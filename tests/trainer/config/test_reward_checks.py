@@ -113,6 +113,8 @@ def test_a_missing_local_reward_model_folder_is_named():
     assert any("reward_model.model.path='/no/such/rm' is not a folder" in e for e in errors)
 
 
-def test_reward_model_runs_on_fsdp_only():
-    errors = _errors(RM + ["reward_model.strategy=megatron"])
-    assert any("reward_model.strategy='megatron'" in e and "reward_model.strategy=fsdp" in e for e in errors)
+def test_reward_model_strategy_names_a_registered_engine():
+    config = load_config(RM + ["reward_model.micro_batch_size_per_gpu=4", "reward_model.strategy=megatron"])
+    assert config.reward_model.strategy == "megatron"
+    errors = _errors(RM + ["reward_model.micro_batch_size_per_gpu=4", "reward_model.strategy=deepspeed"])
+    assert any("reward_model.strategy='deepspeed'" in e and "fsdp, fsdp2, megatron" in e for e in errors)

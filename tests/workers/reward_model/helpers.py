@@ -64,6 +64,16 @@ def save_value_head_lm(folder: Path, seed: int = 2) -> str:
     return str(folder)
 
 
+def save_reward_models(tmp_path_factory) -> dict[str, str]:
+    """Folders of the three reward models the role tests score: ``classifier`` (SmolLM2's tokenizer),
+    ``variant`` (its own tokenizer and chat template) and ``value_head`` (a causal LM with a TRL value head)."""
+    return {
+        "classifier": save_sequence_classifier(tmp_path_factory.mktemp("rm")),
+        "variant": save_sequence_classifier(tmp_path_factory.mktemp("rm_variant"), tokenizer_variant=True),
+        "value_head": save_value_head_lm(tmp_path_factory.mktemp("vhead")),
+    }
+
+
 def chat_batch(prompt_length: int = 48, response_length: int = 12) -> DataProto:
     """The :data:`CHATS` with :data:`RESPONSES` as a policy rollout batch (SmolLM2 chat template, left-padded
     prompts, right-padded responses, some ending in eos) with ``raw_prompt`` and ``data_source``."""
@@ -116,3 +126,50 @@ def expected_rm_scores(batch: DataProto, scores: list[float]) -> torch.Tensor:
     for i, score in enumerate(scores):
         out[i, int(mask[i].sum()) - 1] = score
     return out
+
+
+SCORE_ATOL = 2e-5
+"""A score is a float32 dot product over a 64-wide hidden state after two tiny layers; padded/packed or
+tensor-parallel vs single-sequence forwards reorder sums of ~50 terms of magnitude ~1, an error of a few 1e-6."""
+
+
+def policy_token_reference(path: str, batch: DataProto) -> list[float]:
+    """Plain ``AutoModelForSequenceClassification`` scores of each row's valid policy tokens."""
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+    mask = batch.batch["attention_mask"].bool()
+    return [sequence_classifier_score(model, batch.batch["input_ids"][i][mask[i]].tolist()) for i in range(len(batch))]
+
+
+def rerendered_reference(path: str) -> list[float]:
+    """Plain transformers scores of each chat plus its response, rendered with the reward model's own template."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+    scores = []
+    for chat, response in zip(CHATS, RESPONSES):
+        messages = chat + [{"role": "assistant", "content": response}]
+        ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
+        assert tokenizer.convert_tokens_to_ids("<|rm_turn|>") in ids  # the reward model's own template
+        scores.append(sequence_classifier_score(model, ids))
+    return scores
+
+
+def value_head_reference(path: str, batch: DataProto) -> list[float]:
+    """Each row's final hidden state (plain causal LM, valid tokens only) times the saved ``v_head.summary``."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    state = load_file(f"{path}/model.safetensors")
+    weight, bias = state["v_head.summary.weight"], state["v_head.summary.bias"]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    mask = batch.batch["attention_mask"].bool()
+    scores = []
+    with torch.no_grad():
+        for i in range(len(batch)):
+            ids = batch.batch["input_ids"][i][mask[i]]
+            hidden = model(input_ids=ids[None], output_hidden_states=True).hidden_states[-1][0, -1]
+            scores.append(float(hidden @ weight[0] + bias[0]))
+    return scores

@@ -72,15 +72,25 @@ def init_value_head(name: str, shape: torch.Size, hf_config: Any, seed: int) -> 
 
 
 def load_hf_weights(
-    chunks: list[nn.Module], hf_path: str, hf_config: Any, tp_rank: int, tp_size: int, seed: int = 42
+    chunks: list[nn.Module],
+    hf_path: str,
+    hf_config: Any,
+    tp_rank: int,
+    tp_size: int,
+    seed: int = 42,
+    value_head: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """Copy the Hugging Face weights at ``hf_path`` into ``chunks`` (this rank's shards)."""
+    """Copy the Hugging Face weights at ``hf_path`` into ``chunks`` (this rank's shards). ``value_head`` gives a
+    value model's full ``output_layer.weight (1, hidden)`` / ``output_layer.bias (1,)`` when they are not the
+    folder's ``score.*`` (a reward model's head, read and checked by the caller)."""
     reader = SafetensorsReader(hf_path)
     value_model = is_value_model(hf_config)
 
     def full_tensor(name: str, shape: torch.Size) -> torch.Tensor:
         source = source_name(name, hf_config)
         parts = hf_names(source, hf_config)
+        if value_model and value_head is not None and name.startswith("output_layer."):
+            return value_head[name]
         if value_model and name.startswith("output_layer.") and parts[0] not in reader:
             return init_value_head(name, shape, hf_config, seed)
         return fuse(source, [reader.get(part) for part in parts], hf_config)

@@ -50,8 +50,9 @@ def apply_deprecated_micro_batch_sizes(cfg: PPOConfig) -> list[str]:
     rm = cfg.reward_model
     if rm.micro_batch_size is not None:
         rm_world = rm.n_gpus_per_node * rm.nnodes if rm.enable_resource_pool else world
+        rm_dp = data_parallel_size(rm, max(rm_world, 1))  # Megatron: per data-parallel rank
         target = "reward_model.micro_batch_size_per_gpu"
-        value, error = _per_worker(rm.micro_batch_size, max(rm_world, 1), "reward_model.micro_batch_size", target)
+        value, error = _per_worker(rm.micro_batch_size, rm_dp, "reward_model.micro_batch_size", target)
         if error:
             errors.append(error)
         else:

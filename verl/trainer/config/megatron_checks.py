@@ -2,8 +2,9 @@
 
 * the parallel sizes split the worker group: ``tensor * pipeline`` divides ``n_gpus_per_node * nnodes``; the
   data-parallel size ``world / (tensor * pipeline)`` is what the batch arithmetic divides by;
-* roles sharing a worker process (actor, reference, critic) share megatron-core's process groups, so their
-  layouts (tensor, pipeline, virtual pipeline) are equal, and the reference runs on the actor's engine kind;
+* roles sharing a worker process (actor, reference, critic, and the reward model unless it has its own resource
+  pool) share megatron-core's process groups, so their layouts (tensor, pipeline, virtual pipeline) are equal,
+  and the reference runs on the actor's engine kind; a reward model on its own pool splits that pool;
 * no LoRA, no sequence parallelism with ``trainer.device=cpu``, and the other engine's settings are untouched;
 * when the model folder is on local disk, its architecture is supported and its heads, key/value heads, layers
   and vocabulary divide by the parallel sizes (only ``config.json`` is read).
@@ -56,8 +57,17 @@ def _read_model_config(path: str) -> SimpleNamespace | None:
         return SimpleNamespace(**json.load(handle))
 
 
+WORLD_KEYS = "trainer.n_gpus_per_node * trainer.nnodes"
+
+
 def _role_errors(
-    key: str, role: EngineRoleConfig, model_path: str, world: int, cuda: bool, check_model: bool
+    key: str,
+    role: EngineRoleConfig,
+    model_path: str,
+    world: int,
+    cuda: bool,
+    check_model: bool,
+    world_keys: str = WORLD_KEYS,
 ) -> list[str]:
     from verl.models.mcore.config_converter import ParallelSizes, check_supported
 
@@ -67,7 +77,7 @@ def _role_errors(
     if world % (tp * pp):
         errors.append(
             f"{key}.megatron.tensor_model_parallel_size * pipeline_model_parallel_size = {tp}*{pp} must divide "
-            f"trainer.n_gpus_per_node * trainer.nnodes = {world}"
+            f"{world_keys} = {world}"
         )
     if engine.sequence_parallel and tp > 1 and not cuda:
         errors.append(
@@ -98,6 +108,10 @@ def megatron_errors(cfg: PPOConfig) -> list[str]:
         roles.append(("actor_rollout_ref.ref", arr.ref, arr.model.path))
     if need_critic(cfg):
         roles.append(("critic", cfg.critic, cfg.critic.model.path))
+    rm = cfg.reward_model
+    own_pool = rm.enable_resource_pool
+    if rm.enable and not rm.use_reward_loop:
+        roles.append(("reward_model", rm, rm.model.path))
     errors = []
     for key, role, _ in roles:
         if role.strategy != MEGATRON and role.megatron != McoreEngineConfig():
@@ -112,7 +126,8 @@ def megatron_errors(cfg: PPOConfig) -> list[str]:
         )
     if arr.model.lora_rank > 0 and arr.actor.strategy == MEGATRON:
         errors.append("actor_rollout_ref.model.lora_rank > 0 is not supported with strategy=megatron; use fsdp")
-    layouts = {key: _layout(role.megatron) for key, role, _ in megatron_roles}
+    colocated = [(key, role) for key, role, _ in megatron_roles if not (key == "reward_model" and own_pool)]
+    layouts = {key: _layout(role.megatron) for key, role in colocated}
     if len(set(layouts.values())) > 1:
         shown = ", ".join(f"{key}: {layout}" for key, layout in layouts.items())
         errors.append(
@@ -121,5 +136,10 @@ def megatron_errors(cfg: PPOConfig) -> list[str]:
         )
     for key, role, path in megatron_roles:
         # the reference loads the actor's model with the actor's layout: checked once, as the actor
-        errors += _role_errors(key, role, path, world, cuda, check_model=key != "actor_rollout_ref.ref")
+        check_model = key != "actor_rollout_ref.ref"
+        if key == "reward_model" and own_pool:
+            pool_keys = "reward_model.n_gpus_per_node * reward_model.nnodes"
+            errors += _role_errors(key, role, path, rm.n_gpus_per_node * rm.nnodes, cuda, check_model, pool_keys)
+        else:
+            errors += _role_errors(key, role, path, world, cuda, check_model)
     return errors

@@ -12,19 +12,16 @@ from verl.trainer.config.root import PPOConfig
 from verl.workers.config.model import DEFAULT_MODEL_PATH
 from verl.workers.config.reward_model import REWARD_SOURCES, RewardModelConfig
 
-FSDP_STRATEGIES = ("fsdp", "fsdp2")
-"""Engine strategies the reward-model worker runs on."""
-
 
 def _discriminative_errors(cfg: PPOConfig) -> list[str]:
     rm = cfg.reward_model
     rollout = cfg.actor_rollout_ref.rollout
     errors = []
-    if rm.strategy not in FSDP_STRATEGIES:
-        errors.append(
-            f"reward_model.strategy={rm.strategy!r}: the reward model runs on the FSDP2 engine only in this build "
-            "(its YAML follows actor_rollout_ref.actor.strategy); set reward_model.strategy=fsdp"
-        )
+    from verl.workers.reward_model.base import REWARD_SCORER_REGISTRY
+
+    strategy_error = REWARD_SCORER_REGISTRY.error(rm.strategy)
+    if strategy_error is not None:
+        errors.append(f"{strategy_error} (its YAML follows actor_rollout_ref.actor.strategy)")
     if not rm.use_dynamic_bsz and rm.micro_batch_size_per_gpu is None:
         errors.append(
             "reward_model.micro_batch_size_per_gpu is null while reward_model.use_dynamic_bsz=False; set it (e.g. 8) "

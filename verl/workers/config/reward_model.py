@@ -170,7 +170,8 @@ class RewardModelConfig(EngineRoleConfig):
 
     enable_resource_pool: bool = False
     """Run the reward model on its own resource pool (``n_gpus_per_node`` x ``nnodes``) instead of the actor's
-    devices (where its weights stay offloaded between uses with ``model.fsdp_config.param_offload``)."""
+    devices (where its weights stay offloaded between uses with ``model.fsdp_config.param_offload``, or
+    ``megatron.param_offload`` on the Megatron engine, which then also shares the actor's megatron-core layout)."""
 
     n_gpus_per_node: int = bounded_field(0, ge=0)
     """Devices per node of the reward model's own pool (``enable_resource_pool``)."""
@@ -254,4 +255,5 @@ class RewardModelConfig(EngineRoleConfig):
 
 
 FSDPRewardModelConfig = RewardModelConfig
-"""verl's name of the FSDP reward-model config (the only reward-model engine of this build)."""
+"""verl's name of the FSDP reward-model config (one config serves both engines: ``strategy`` selects FSDP2 or
+Megatron, which reads ``megatron``)."""

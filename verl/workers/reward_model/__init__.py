@@ -1,2 +1,3 @@
-"""Model-based rewards: the discriminative reward-model role on the FSDP2 engine (``role``, ``loading``,
-``inputs``, ``dp_reward_model``) and the generative judge (``judge``). See ``docs/reward_model.md``."""
+"""Model-based rewards: the discriminative reward-model role (``role``, ``loading``, ``inputs``, the scorer contract
+``base``) on the FSDP2 engine (``dp_reward_model``) or the Megatron engine (``megatron``), and the generative judge
+(``judge``). See ``docs/reward_model.md``."""

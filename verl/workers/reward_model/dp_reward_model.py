@@ -1,8 +1,5 @@
-"""Micro-batched reward-model forward: ``scores (bs,)`` = the per-token value at each row's last valid token.
-
-Micro-batches are fixed-size (``micro_batch_size_per_gpu``) or formed by token budget
-(``use_dynamic_bsz`` with ``forward_max_token_len_per_gpu``), and the scores come back in the input order.
-"""
+"""The reward model on the FSDP2 engine: micro-batched forwards of a module whose ``logits`` are ``(bs, S, 1)``
+(see :mod:`verl.workers.reward_model.base` for the scoring contract)."""
 
 from __future__ import annotations
 
@@ -11,13 +8,13 @@ from tensordict import TensorDict
 from torch import nn
 
 from verl.utils.device import current_device
+from verl.workers.config.reward_model import RewardModelConfig
 from verl.workers.engine.fsdp.forward import forward_values
-from verl.workers.engine.micro_batches import plan_micro_batches
-from verl.workers.reward_model.inputs import RewardInputs, last_valid_index
+from verl.workers.reward_model.base import BaseRewardScorer, register_reward_scorer, scores_at_last_token
 
 
-class DataParallelRewardModel:
-    """Scores this rank's share of a batch with a module whose ``logits`` are ``(bs, S, 1)``."""
+class DataParallelRewardModel(BaseRewardScorer):
+    """Scores this rank's share of a batch with ``module`` (every rank is its own data-parallel rank)."""
 
     def __init__(
         self,
@@ -26,12 +23,14 @@ class DataParallelRewardModel:
         use_dynamic_bsz: bool = False,
         max_token_len: int | None = None,
         use_remove_padding: bool = False,
+        engine=None,
     ):
+        super().__init__(micro_batch_size, use_dynamic_bsz, max_token_len)
         self.module = module
-        self.micro_batch_size = micro_batch_size
-        self.use_dynamic_bsz = use_dynamic_bsz
-        self.max_token_len = max_token_len
+        self.engine = engine  # the FSDPEngine that shards ``module`` (None when a test passes a bare module)
         self.use_remove_padding = use_remove_padding
+        if torch.distributed.is_initialized():
+            self.dp_rank = torch.distributed.get_rank()
 
     def _forward(self, micro_batch: TensorDict) -> torch.Tensor:
         values = forward_values(
@@ -41,21 +40,26 @@ class DataParallelRewardModel:
             micro_batch["position_ids"],
             use_remove_padding=self.use_remove_padding,
         )  # (mb, S)
-        last = last_valid_index(micro_batch["attention_mask"])
-        return values[torch.arange(values.shape[0], device=values.device), last]
+        return scores_at_last_token(values, micro_batch["attention_mask"])
 
-    def compute_scores(self, inputs: RewardInputs) -> torch.Tensor:
-        """``(bs,)`` float32 scores of ``inputs`` in their row order."""
-        batch = TensorDict(
-            {
-                "input_ids": inputs.input_ids,
-                "attention_mask": inputs.attention_mask,
-                "position_ids": inputs.position_ids,
-            },
-            batch_size=[inputs.input_ids.shape[0]],
-        )
-        plan = plan_micro_batches(batch, self.micro_batch_size, self.use_dynamic_bsz, self.max_token_len)
+    def score_micro_batches(self, micro_batches: list[TensorDict]) -> list[torch.Tensor]:
         self.module.eval()
-        with torch.no_grad():
-            scores = [self._forward(mb.to(current_device())).float().cpu() for mb in plan.micro_batches]
-        return plan.restore(torch.cat(scores))
+        return [self._forward(mb.to(current_device())).float().cpu() for mb in micro_batches]
+
+
+@register_reward_scorer("fsdp")
+@register_reward_scorer("fsdp2")
+def fsdp_reward_model(config: RewardModelConfig) -> DataParallelRewardModel:
+    """The reward model sharded with FSDP2 over the worker group (``reward_model.model.fsdp_config``)."""
+    from verl.workers.engine.fsdp.engine import FSDPEngine
+
+    model_config = config.model
+    engine = FSDPEngine(model_config, model_config.fsdp_config, None, role="reward").initialize()
+    return DataParallelRewardModel(
+        engine.forward_module,
+        micro_batch_size=config.micro_batch_size_per_gpu,
+        use_dynamic_bsz=bool(config.use_dynamic_bsz),
+        max_token_len=int(config.forward_max_token_len_per_gpu),
+        use_remove_padding=bool(model_config.use_remove_padding),
+        engine=engine,
+    )

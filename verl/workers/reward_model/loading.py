@@ -7,6 +7,9 @@ The score of a sequence is the value at its last valid token (verl's convention)
   every position's value (a sequence-classification model returns the one at the last non-pad token);
 - ``*ForCausalLM`` with a value head stored next to the weights (TRL's ``v_head.summary.*``, or ``v_head.*`` /
   ``value_head.*``): the backbone as above, the value head copied into ``score``.
+
+:func:`reward_head` checks the kind and reads the head; the FSDP2 engine builds the module with
+:func:`build_reward_module`, the Megatron engine loads the same head into its value head.
 """
 
 from __future__ import annotations
@@ -63,45 +66,56 @@ def read_value_head(path: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     )
 
 
+HEAD_PREFIXES = ("score", "classifier")
+"""Where a ``*ForSequenceClassification`` / ``*ForTokenClassification`` checkpoint keeps its one-label head."""
+
+
+def reward_head(path: str, hf_config: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(weight (1, hidden), bias (1,) | None)`` of the reward model at ``path``: a one-label classifier's head, or
+    a causal LM's value head. Any other architecture, label count or a missing head fails naming the path.
+
+    ``hf_config`` is the checkpoint's own config (before it is turned into a token classifier's).
+    """
+    architecture = str((getattr(hf_config, "architectures", None) or [""])[0])
+    if architecture.endswith("ForCausalLM"):
+        return read_value_head(path)
+    if not architecture.endswith(CLASSIFIER_SUFFIXES):
+        raise ValueError(
+            f"reward_model.model.path={path!r} is a {architecture or 'model without architectures'}; expected "
+            "*ForSequenceClassification (one label) or a *ForCausalLM with a value head"
+        )
+    if int(getattr(hf_config, "num_labels", 1)) != 1:
+        raise ValueError(
+            f"reward_model.model.path={path!r} ({architecture}) has num_labels={hf_config.num_labels}; a reward model "
+            "gives one score per sequence (num_labels=1)"
+        )
+    tensors = _checkpoint_tensors(path, tuple(f"{prefix}." for prefix in HEAD_PREFIXES))
+    for prefix in HEAD_PREFIXES:
+        weight = tensors.get(f"{prefix}.weight")
+        if weight is not None:
+            return weight.reshape(1, -1), tensors.get(f"{prefix}.bias")
+    raise ValueError(f"reward_model.model.path={path!r} ({architecture}) has no 'score.weight' head in its weights")
+
+
 def build_reward_module(path: str, hf_config: Any, load_kwargs: dict[str, Any]) -> nn.Module:
-    """The reward model at ``path`` as a frozen ``AutoModelForTokenClassification`` with one label (see module doc).
+    """The reward model at ``path`` as a frozen ``AutoModelForTokenClassification`` with one label whose ``score``
+    holds :func:`reward_head` (see module doc).
 
     ``hf_config`` is the checkpoint's config (with ``override_config`` applied); ``load_kwargs`` go to
     ``from_pretrained`` (dtype, attention implementation, trust_remote_code).
     """
     from transformers import AutoModelForTokenClassification
 
-    architecture = str((getattr(hf_config, "architectures", None) or [""])[0])
-    is_classifier = architecture.endswith(CLASSIFIER_SUFFIXES)
-    if is_classifier and int(getattr(hf_config, "num_labels", 1)) != 1:
-        raise ValueError(
-            f"reward_model.model.path={path!r} ({architecture}) has num_labels={hf_config.num_labels}; a reward model "
-            "gives one score per sequence (num_labels=1)"
-        )
-    if not is_classifier and not architecture.endswith("ForCausalLM"):
-        raise ValueError(
-            f"reward_model.model.path={path!r} is a {architecture or 'model without architectures'}; expected "
-            "*ForSequenceClassification (one label) or a *ForCausalLM with a value head"
-        )
-    value_head = None if is_classifier else read_value_head(path)
+    weight, bias = reward_head(path, hf_config)
     hf_config.num_labels = 1
     hf_config.classifier_dropout = 0.0
-    module, info = AutoModelForTokenClassification.from_pretrained(
-        path, config=hf_config, output_loading_info=True, **load_kwargs
-    )
-    head_name, head = _score_head(module)
-    missing = set(info.get("missing_keys", ()))
+    module = AutoModelForTokenClassification.from_pretrained(path, config=hf_config, **load_kwargs)
+    _, head = _score_head(module)
     with torch.no_grad():
-        if value_head is not None:
-            weight, bias = value_head
-            head.weight.copy_(weight.to(head.weight.dtype))
-            if head.bias is not None:
-                head.bias.copy_(bias.to(head.bias.dtype) if bias is not None else torch.zeros_like(head.bias))
-        else:
-            if f"{head_name}.weight" in missing:
-                raise ValueError(f"reward_model.model.path={path!r} ({architecture}) has no '{head_name}.weight' head")
-            if head.bias is not None and f"{head_name}.bias" in missing:
-                head.bias.zero_()  # sequence classifiers have no bias: the token classifier's must add nothing
+        head.weight.copy_(weight.to(head.weight.dtype))
+        if head.bias is not None:
+            # sequence classifiers have no bias: the token classifier's must add nothing
+            head.bias.copy_(bias.to(head.bias.dtype) if bias is not None else torch.zeros_like(head.bias))
     module.requires_grad_(False)
     module.eval()
     return module

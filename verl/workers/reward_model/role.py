@@ -1,7 +1,10 @@
-"""The reward-model role: a frozen scorer on the FSDP2 engine, usable alone (``RewardModelWorker`` holds it).
+"""The reward-model role: a frozen scorer on the training engine of ``reward_model.strategy`` (FSDP2 or Megatron),
+usable alone (``RewardModelWorker`` holds it).
 
 ``compute_rm_score`` turns a policy batch into ``rm_scores (bs, R)``: the reward model's score of each
-(prompt, response) at the last valid response token, zero elsewhere (verl's ``rm_scores``).
+(prompt, response) at the last valid response token, zero elsewhere (verl's ``rm_scores``). The inputs (the
+policy's tokens or the re-rendered chat) and the placement are the same for every engine; the scorer
+(:mod:`verl.workers.reward_model.base`) is the engine's.
 """
 
 from __future__ import annotations
@@ -10,9 +13,8 @@ import torch
 
 from verl.protocol import DataProto
 from verl.workers.config.reward_model import RewardModelConfig
-from verl.workers.engine.fsdp.engine import FSDPEngine
 from verl.workers.engine.micro_batches import all_reduce_sum
-from verl.workers.reward_model.dp_reward_model import DataParallelRewardModel
+from verl.workers.reward_model.base import build_reward_scorer
 from verl.workers.reward_model.inputs import place_at_last_response_token, policy_token_inputs, rerendered_inputs
 
 
@@ -44,7 +46,7 @@ class RewardModelRole:
         trust = bool(model_config.trust_remote_code)
         import_external_lib(model_config.external_lib)
         self.config = config
-        self.engine = FSDPEngine(model_config, model_config.fsdp_config, None, role="reward").initialize()
+        self.scorer = build_reward_scorer(config)
         self.reward_tokenizer = load_tokenizer(model_config.path, trust)
         input_tokenizer = model_config.input_tokenizer
         self.input_tokenizer = load_tokenizer(input_tokenizer, trust) if input_tokenizer else None
@@ -54,14 +56,6 @@ class RewardModelRole:
                 f"model's chat template, but the tokenizer at reward_model.model.path={model_config.path!r} has none; "
                 "set reward_model.model.input_tokenizer=null (same vocabulary) or give the reward model a chat template"
             )
-        max_token_len = int(config.forward_max_token_len_per_gpu)
-        self.scorer = DataParallelRewardModel(
-            self.engine.forward_module,
-            micro_batch_size=config.micro_batch_size_per_gpu,
-            use_dynamic_bsz=bool(config.use_dynamic_bsz),
-            max_token_len=max_token_len,
-            use_remove_padding=bool(model_config.use_remove_padding),
-        )
 
     def _max_length(self, data: DataProto) -> int:
         """``max_length``, else the policy's sequence length; never above the dynamic micro-batch budget."""
@@ -85,5 +79,7 @@ class RewardModelRole:
             torch.cuda.empty_cache()
         return DataProto.from_dict(
             tensors={"rm_scores": rm_scores},
-            meta_info={"metrics": {"reward/model/truncated": all_reduce_sum(inputs.num_truncated)}},
+            meta_info={
+                "metrics": {"reward/model/truncated": all_reduce_sum(inputs.num_truncated, self.scorer.dp_group)}
+            },
         )

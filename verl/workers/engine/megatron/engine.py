@@ -1,13 +1,14 @@
 """Megatron training engine: a Hugging Face model on megatron-core, split by tensor and pipeline parallelism.
 
-Usable alone (tests drive it directly) and held by the Megatron actor, critic and reference roles; it knows
-nothing about PPO. It builds the pipeline chunks (:mod:`verl.models.mcore`), loads Hugging Face (or checkpoint)
-weights into this rank's shards, runs packed micro-batches through the pipeline
+Usable alone (tests drive it directly) and held by the Megatron actor, critic, reference and reward-model
+roles; it knows nothing about PPO. It builds the pipeline chunks (:mod:`verl.models.mcore`), loads Hugging Face
+(or checkpoint) weights into this rank's shards, runs packed micro-batches through the pipeline
 (:class:`~verl.workers.engine.megatron.schedule.PipelineSchedule`), reduces gradients and clips them over the
 whole layout (:mod:`~verl.workers.engine.megatron.grads`), steps AdamW — sharded over data-parallel ranks
 (ZeRO-1, ``ZeroRedundancyOptimizer``) when ``use_distributed_optimizer`` — and gathers full weights for the
 rollout. Precision: float32 parameters, gradients and optimizer state; on GPU the forward runs under
-``torch.autocast`` in ``megatron.dtype`` (the frozen reference keeps its weights in that dtype directly).
+``torch.autocast`` in ``megatron.dtype`` (the frozen reference and reward model keep their weights in that
+dtype directly).
 """
 
 from __future__ import annotations
@@ -36,17 +37,24 @@ from verl.workers.engine.registry import register_engine
 
 logger = logging.getLogger(__name__)
 
-ROLES = ("actor", "critic", "ref")
+ROLES = ("actor", "critic", "ref", "reward")
+FROZEN_ROLES = ("ref", "reward")
+"""Roles without an optimizer: weights kept in the compute dtype, no gradients."""
+VALUE_ROLES = ("critic", "reward")
+"""Roles whose model ends in a one-output value head instead of the vocabulary projection."""
 
 # (micro-batch index, packed micro-batch, model output of the last stage) -> (loss to back-propagate or None, result)
 StepFn = Callable[[int, PackedMicroBatch, torch.Tensor], tuple[torch.Tensor | None, Any]]
 
 
 def value_model_config(hf_config):
-    """``hf_config`` turned into a one-label ``*ForTokenClassification`` config (the critic's model)."""
+    """``hf_config`` turned into a one-label ``*ForTokenClassification`` config (the critic's and the reward model's
+    model; a ``*ForSequenceClassification`` reward model holds the same backbone and ``score`` head)."""
     architectures = list(getattr(hf_config, "architectures", None) or [])
     base = architectures[0] if architectures else f"{hf_config.model_type.capitalize()}ForCausalLM"
-    hf_config.architectures = [base.replace("ForCausalLM", "ForTokenClassification")]
+    for suffix in ("ForCausalLM", "ForSequenceClassification"):
+        base = base.replace(suffix, "ForTokenClassification")
+    hf_config.architectures = [base]
     hf_config.num_labels = 1
     hf_config.classifier_dropout = 0.0
     return hf_config
@@ -55,7 +63,7 @@ def value_model_config(hf_config):
 @register_engine("megatron")
 class MegatronEngine:
     """Holds this rank's ``chunks`` (megatron-core ``GPTModel`` per virtual pipeline stage), optimizer and LR
-    schedule for one role (``actor``, ``critic`` or ``ref``)."""
+    schedule for one role (``actor``, ``critic``, ``ref`` or the frozen reward model ``reward``)."""
 
     def __init__(
         self,
@@ -70,11 +78,11 @@ class MegatronEngine:
             raise RuntimeError("MegatronEngine needs torch.distributed initialised")
         self.role = role
         self.model_config = model_config
-        if model_config.lora_rank > 0:
+        if role != "reward" and model_config.lora_rank > 0:
             raise ValueError("LoRA is not supported by the megatron engine; set model.lora_rank=0 or strategy=fsdp")
         self.config = engine_config if engine_config is not None else McoreEngineConfig()
-        self.optim_config = optim_config if role != "ref" else None
-        if role != "ref" and optim_config is None:
+        self.optim_config = optim_config if role not in FROZEN_ROLES else None
+        if role not in FROZEN_ROLES and optim_config is None:
             raise ValueError(f"the {role} engine needs an optimizer config (optim)")
         self.layout = ParallelLayout.from_config(self.config, dist.get_world_size())
         self.chunks: list[torch.nn.Module] = []
@@ -85,7 +93,8 @@ class MegatronEngine:
 
     # ------------------------------------------------------------------ set-up
     def initialize(self) -> MegatronEngine:
-        """Create the process groups, build and load the model, and the optimizer + schedule (not for ``ref``)."""
+        """Create the process groups, build and load the model, and the optimizer + schedule (not for the frozen
+        ``ref`` and ``reward``)."""
         from megatron.core.transformer.transformer_config import TransformerConfig
 
         from verl.models.mcore.config_converter import ParallelSizes, hf_to_mcore_config_kwargs
@@ -95,11 +104,12 @@ class MegatronEngine:
         initialize_parallel_state(self.layout)
         self.ranks = Ranks()
         self.hf_config_ = load_hf_config(self.model_config)
-        if self.role == "critic":
+        value_head = self._reward_head() if self.role == "reward" else None
+        if self.role in VALUE_ROLES:
             value_model_config(self.hf_config_)
         cuda = is_cuda_available()
         self.compute_dtype = to_dtype(self.config.dtype) if cuda else torch.float32
-        self.param_dtype = self.compute_dtype if self.role == "ref" else torch.float32
+        self.param_dtype = self.compute_dtype if self.role in FROZEN_ROLES else torch.float32
         sizes = ParallelSizes(
             self.layout.tensor, self.layout.pipeline, self.layout.virtual_pipeline, self.layout.sequence_parallel
         )
@@ -107,9 +117,9 @@ class MegatronEngine:
             self.hf_config_, sizes, self.param_dtype, use_cpu_initialization=not cuda, overrides=self._overrides()
         )
         self.transformer_config = TransformerConfig(**kwargs)
-        self.chunks = build_chunks(self.hf_config_, self.transformer_config, value_model=self.role == "critic")
-        self._load_initial_weights()
-        if self.role == "ref":
+        self.chunks = build_chunks(self.hf_config_, self.transformer_config, value_model=self.role in VALUE_ROLES)
+        self._load_initial_weights(value_head)
+        if self.role in FROZEN_ROLES:
             for chunk in self.chunks:
                 chunk.requires_grad_(False)
         self.params = [p for chunk in self.chunks for p in chunk.parameters() if p.requires_grad]
@@ -128,7 +138,7 @@ class MegatronEngine:
 
     def _overrides(self) -> dict[str, Any]:
         overrides = dict(self.config.override_transformer_config or {})
-        if self.model_config.enable_gradient_checkpointing and self.role != "ref":
+        if self.role not in FROZEN_ROLES and self.model_config.enable_gradient_checkpointing:
             if is_cuda_available():
                 overrides.setdefault("recompute_granularity", "full")
                 overrides.setdefault("recompute_method", "uniform")
@@ -140,7 +150,15 @@ class MegatronEngine:
                 )
         return overrides
 
-    def _load_initial_weights(self) -> None:
+    def _reward_head(self) -> dict[str, torch.Tensor]:
+        """The reward model's value head as full megatron-core tensors (checked and read before the config turns
+        into a value model's; see :func:`verl.workers.reward_model.loading.reward_head`)."""
+        from verl.workers.reward_model.loading import reward_head
+
+        weight, bias = reward_head(self.model_config.local_path, self.hf_config_)
+        return {"output_layer.weight": weight, "output_layer.bias": bias if bias is not None else torch.zeros(1)}
+
+    def _load_initial_weights(self, value_head: dict[str, torch.Tensor] | None = None) -> None:
         if self.config.use_dist_checkpointing:
             from verl.utils.checkpoint.megatron_checkpoint_manager import load_model_state
 
@@ -151,13 +169,15 @@ class MegatronEngine:
         from verl.models.mcore.loader import load_hf_weights
 
         path = self.model_config.local_path
-        load_hf_weights(self.chunks, path, self.hf_config_, self.ranks.tp_rank, self.ranks.tp_size, self.config.seed)
+        load_hf_weights(
+            self.chunks, path, self.hf_config_, self.ranks.tp_rank, self.ranks.tp_size, self.config.seed, value_head
+        )
 
     def _tied_pipeline_params(self) -> list[torch.nn.Parameter]:
         """This rank's copies of a tied embedding when the pipeline separates the embedding from the head."""
         from verl.models.mcore.weight_converter import is_tied
 
-        if self.ranks.pp_size == 1 or not is_tied(self.hf_config_) or self.role == "ref":
+        if self.ranks.pp_size == 1 or not is_tied(self.hf_config_) or self.role in FROZEN_ROLES:
             return []
         found = []
         for chunk in self.chunks:
