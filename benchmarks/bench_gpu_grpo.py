@@ -19,7 +19,8 @@ the whole step with TRL. Everything lands in ``--out``: ``results.jsonl`` (per-s
 Usage (on the device machine, after ``benchmarks/gpu/stage.sh``'s install; see benchmarks/results/NOTES_gpu.md)::
 
     python -m benchmarks.bench_gpu_grpo --out $OUT --data .carry_gpu14/data [--runs vllm,sglang,hf,trl,...]
-        [--steps 6] [--override actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 ...]
+        [--steps 6] [--training fast|plain] [--override actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 ...]
+        [--runs sglang,sglang@eager --variant eager=actor_rollout_ref.actor.use_torch_compile=False,...]
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -40,14 +41,46 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
+VERL_ENGINES = ("vllm", "sglang", "hf")
 PHASES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor")
 """``timing_s/*`` phases in the order ``RayPPOTrainer.train_step`` runs them."""
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
+FAST_TRAINING = (
+    "actor_rollout_ref.model.use_remove_padding=True",
+    "actor_rollout_ref.actor.use_dynamic_bsz=True",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.actor.use_torch_compile=True",
+    "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.ref.use_torch_compile=True",
+)
+"""``--training fast`` (the default): verl's own keys for packed sequences (varlen attention), micro-batches by a
+64k-token budget, and compiled decoder layers and log-prob math, for the actor and the reference. ``plain`` leaves
+them at their defaults (padded micro-batches of 16/32 sequences, eager)."""
 
 
-def workload_overrides(args, engine: str) -> list[str]:
-    """``main_ppo`` overrides of the benchmark workload for ``rollout.name=engine`` (then ``--override``s)."""
+def split_run(name: str) -> tuple[str, str | None]:
+    """``engine@variant`` -> (engine, variant); a plain name has no variant."""
+    engine, _, variant = name.partition("@")
+    return engine, variant or None
+
+
+def merge_overrides(*groups) -> list[str]:
+    """Overrides of all ``groups`` in order, a later ``key=value`` replacing an earlier one of the same key (Hydra
+    refuses a key given twice)."""
+    merged: dict[str, str] = {}
+    for group in groups:
+        for override in group:
+            merged[override.split("=", 1)[0]] = override
+    return list(merged.values())
+
+
+def workload_overrides(args, engine: str, variant: str | None = None) -> list[str]:
+    """``main_ppo`` overrides of the benchmark workload for ``rollout.name=engine``, then ``--training``'s, then
+    ``--override``s, then ``variant``'s (``--variant NAME=key=value,key=value``); later keys win."""
     data = Path(args.data)
     overrides = [
         "algorithm.adv_estimator=grpo",
@@ -83,7 +116,9 @@ def workload_overrides(args, engine: str) -> list[str]:
         "trainer.test_freq=-1",
         "trainer.save_freq=-1",
     ]
-    return overrides + list(args.override)
+    training = FAST_TRAINING if args.training == "fast" else ()
+    extra = args.variants.get(variant, []) if variant else []
+    return merge_overrides(overrides, training, args.override, extra)
 
 
 class MemorySampler:
@@ -173,13 +208,15 @@ def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, 
     return peaks
 
 
-def run_verl(args, engine: str, out: Path, sampler: MemorySampler) -> list[dict]:
-    """One ``main_ppo`` run; returns its per-step records (the file logger's metrics plus phase memory)."""
-    metrics_path = out / f"{engine}.metrics.jsonl"
+def run_verl(args, name: str, out: Path, sampler: MemorySampler) -> list[dict]:
+    """One ``main_ppo`` run (``name`` = ``engine[@variant]``); returns its per-step records (the file logger's
+    metrics plus phase memory)."""
+    engine, variant = split_run(name)
+    metrics_path = out / f"{name}.metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *workload_overrides(args, engine)]
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *workload_overrides(args, engine, variant)]
     arrivals: dict[int, float] = {}
     done = threading.Event()
 
@@ -197,7 +234,7 @@ def run_verl(args, engine: str, out: Path, sampler: MemorySampler) -> list[dict]
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        rc = _run_command(engine, command, env, out / f"{engine}.log", args.timeout)
+        rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
     finally:
         done.set()
         watcher.join()
@@ -205,12 +242,12 @@ def run_verl(args, engine: str, out: Path, sampler: MemorySampler) -> list[dict]
     if metrics_path.exists():
         for index, line in enumerate(metrics_path.read_text().splitlines()):
             entry = json.loads(line)
-            record = {"run": engine, "step": entry["step"], **entry["data"]}
+            record = {"run": name, "step": entry["step"], **entry["data"]}
             if index in arrivals:
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
     if rc != 0:
-        records.append({"run": engine, "error": f"exit status {rc}; see {engine}.log in logs.tar.gz"})
+        records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
 
 
@@ -289,19 +326,19 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         " update_actor s | gen tok/s | engine tok/s | vs standalone | peak GiB gen / old_lp / ref / update |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for engine in ("vllm", "sglang", "hf"):
-        s = summaries.get(engine)
-        if not s:
-            continue
+    verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
+    for name in verl_runs:
+        s = summaries[name]
+        engine = split_run(name)[0]
         if "error" in s and "step_s" not in s:
-            lines.append(f"| {engine} | failed: {s['error']} |" + " |" * 11)
+            lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
             continue
         standalone = summaries.get(f"standalone-{engine}", {}).get("tokens_per_s")
         ratio = f"{s['gen_tokens_per_s'] / standalone:.0%}" if standalone and s.get("gen_tokens_per_s") else "-"
         speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
         peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
         cells = [
-            engine,
+            name,
             _fmt(s.get("step_s")),
             speedup,
             _fmt(s.get("gen")),
@@ -365,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
+    parser.add_argument("--training", choices=("fast", "plain"), default="fast", help="see FAST_TRAINING")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=key=value,key=value: overrides of the runs named ENGINE@NAME in --runs (repeatable)",
+    )
     parser.add_argument("--site-vllm", default="/tmp/site-vllm")
     parser.add_argument("--site-sglang", default="/tmp/site-sglang")
     parser.add_argument("--site-common", default="/tmp/site-common")
@@ -379,9 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [r for r in args.runs.split(",") if r]
-    unknown = set(runs) - set(ALL_RUNS)
+    args.variants = {}
+    for spec in args.variant:
+        name, _, overrides = spec.partition("=")
+        args.variants[name] = [o for o in overrides.split(",") if o]
+    unknown = {r for r in runs if split_run(r)[0] not in ALL_RUNS}
+    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[1] not in args.variants}
+    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[0] not in VERL_ENGINES}
     if unknown:
-        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS}")
+        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (verl engines may take @VARIANT)")
     started = time.perf_counter()
     args.model = args.model or prepare_model(args)
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
@@ -391,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in runs:
             begin = time.perf_counter()
             print(f"[bench] {name}: start", flush=True)
-            if name in ("vllm", "sglang", "hf"):
+            if split_run(name)[0] in VERL_ENGINES:
                 records = run_verl(args, name, out, sampler)
                 summary = summarize_verl(records)
             elif name.startswith("standalone-"):

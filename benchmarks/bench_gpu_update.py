@@ -82,19 +82,19 @@ VARIANTS = {
     "varlen+logits+compile+mb64k": dict(compile=True, tokens=65536),
     "varlen+fused+liger+mb64k": dict(fused=True, liger=True, tokens=65536),
 }
-PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
+PROFILED = {"varlen+logits+compile+mb64k", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
 PLAN = {  # shape -> variants run by default, most telling first (a time budget may cut the tail)
     "qwen2.5-0.5b": [
-        "varlen+logits",
-        "varlen+fused",
-        "varlen+logits+liger",
-        "varlen+fused+liger",
+        "varlen+logits+compile+mb64k",
         "varlen+logits+compile",
+        "varlen+logits",
+        "varlen+fused+compile",
+        "varlen+fused+liger",
         "varlen+fused+liger+ckpt",
         "sdpa+logits",
     ],
-    "smollm2-135m": ["varlen+logits", "varlen+fused+liger", "varlen+logits+liger", "varlen+fused+act_offload"],
+    "smollm2-135m": ["varlen+logits+compile+mb64k", "varlen+logits+compile", "varlen+logits", "varlen+fused+liger"],
     "tiny": ["sdpa+logits", "varlen+logits", "varlen+fused", "varlen+fused+act_offload"],
 }
 BASELINE = "sdpa+logits"

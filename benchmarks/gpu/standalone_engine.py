@@ -45,6 +45,7 @@ def vllm_generate(args, prompts):
     requests = [{"prompt_token_ids": ids} for ids in prompts]
 
     def generate() -> int:
+        llm.reset_prefix_cache()  # as the rollout's weight sync does: every step's prompts start uncached
         outputs = llm.generate(requests, sampling_params=params, use_tqdm=False)
         return sum(len(c.token_ids) for request in outputs for c in request.outputs)
 
@@ -67,6 +68,7 @@ def sglang_generate(args, prompts):
     requests = [ids for ids in prompts for _ in range(args.n)]  # SGLang's advice for large batches: no `n`
 
     def generate() -> int:
+        engine.flush_cache()  # as the rollout's weight sync does: every step's prompts start uncached
         outputs = engine.generate(input_ids=requests, sampling_params=params)
         return sum(len(output["output_ids"]) for output in outputs)
 
