@@ -42,6 +42,8 @@ RUN = "vlm_grpo"
 MEMORY_PHASES = ("gen", "old_log_prob", "ref", "update_actor", "step")
 DEFAULT_BATCH = {"cuda": (32, 4, 64), "cpu": (4, 2, 16)}
 """Prompts per step, samples per prompt, response tokens per device (the CPU batch is the CPU test's)."""
+TORCH_MEMORY = ("perf/max_memory_allocated_gb", "perf/rollout_max_memory_gb", "perf/training_max_memory_gb")
+"""The trainer's own allocator peaks (the actor worker's ``torch.cuda.max_memory_allocated``), beside NVML's."""
 MAX_PROMPT_LENGTH = 384
 """Room for the largest image the 2b processor makes (448x448 pixels: 256 tokens) plus text: vLLM sizes its
 profiling prompt (an image of that size) by ``max_model_len``. The task's own images are 84 pixels (9 tokens)."""
@@ -119,6 +121,10 @@ def summarize(records: list[dict]) -> dict:
         values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
         if values:
             summary[f"peak_gib/{phase}"] = max(values)
+    for key in TORCH_MEMORY:
+        values = [float(r[key]) for r in steady if key in r]
+        if values:
+            summary[key] = max(values)
     for key in ("response_length/mean", "prompt_length/mean", "critic/score/mean", "actor/kl_loss"):
         values = [float(r[key]) for r in steady if key in r]
         if values:
@@ -130,6 +136,7 @@ def render_table(records: list[dict], summary: dict, title: str) -> str:
     """One row per step and a ``mean 2..`` row: seconds per phase, then peak GiB per phase."""
     columns = [("step s", "timing_s/step")] + [(f"{k} s", f"timing_s/{k}") for k in BREAKDOWN]
     columns += [(f"peak {p} GiB", f"peak_gib/{p}") for p in MEMORY_PHASES]
+    columns += [("torch max alloc GiB", TORCH_MEMORY[0])]
     lines = [title, "", "| step | " + " | ".join(c for c, _ in columns) + " |", "|" + " --- |" * (len(columns) + 1)]
     rows = [(str(r["step"]), r) for r in records if "timing_s/step" in r] + [("mean 2..", summary)]
     for label, row in rows:
