@@ -67,6 +67,22 @@ def test_packed_call_without_boundary_kwargs_reads_position_ids():
     torch.testing.assert_close(without, with_kwargs, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("total", "is_causal", "match"), [(9, True, "cu_seq_lens_q\\[-1\\]=9, 7 tokens"), (7, False, "non-causal")]
+)
+def test_boundaries_that_do_not_fit_the_call_are_refused(total, is_causal, match):
+    """Boundaries of another call (the text pack's reaching a vision tower, issue 21) must not run silently: on
+    CUDA they read out of bounds."""
+    from verl.workers.engine.fsdp.attention import varlen_attention_forward
+
+    module = torch.nn.Module()
+    module.is_causal = is_causal
+    query = key = value = torch.randn(1, 2, 7, 4)  # (1, H, T, D)
+    cu_seqlens = torch.tensor([0, 3, total], dtype=torch.int32)
+    with pytest.raises(ValueError, match=match):
+        varlen_attention_forward(module, query, key, value, None, cu_seq_lens_q=cu_seqlens, max_length_q=6)
+
+
 def test_generation_with_padding_and_cache_is_unchanged():
     from transformers import AutoTokenizer
 

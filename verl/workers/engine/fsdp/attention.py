@@ -106,6 +106,14 @@ def _packed_without_kwargs(query, key, attention_mask, kwargs) -> bool:
     return bool((position_ids.reshape(-1)[1:] == 0).any())
 
 
+def _boundary_error(module: torch.nn.Module, boundary: str, tokens: int) -> ValueError:
+    return ValueError(
+        f"verl_varlen attention in {type(module).__name__} got packed sequence boundaries (cu_seq_lens_q) that do "
+        f"not fit this call ({boundary}, {tokens} tokens): they were meant for another call, e.g. the text pack's "
+        "boundaries reaching a vision tower (see packing.keep_text_boundaries_out_of_encoders)"
+    )
+
+
 def varlen_attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -125,11 +133,18 @@ def varlen_attention_forward(
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if dropout and module.training:
         raise ValueError("verl_varlen attention has no dropout; set attention_dropout to 0 in override_config")
+    if kwargs.get("is_causal", getattr(module, "is_causal", True)) is False:  # the kernels here are causal
+        raise _boundary_error(module, "a non-causal call", query.shape[2])
     scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, H, D)
     if q.is_cuda:
+        # a full cu_seqlens check would sync the device every layer; a too-long sequence costs nothing to catch
+        if int(max_len) > q.shape[0]:
+            raise _boundary_error(module, f"max_length_q={int(max_len)}", q.shape[0])
         out = _cuda_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
     else:
+        if int(cu_seqlens[-1]) != q.shape[0]:
+            raise _boundary_error(module, f"cu_seq_lens_q[-1]={int(cu_seqlens[-1])}", q.shape[0])
         out = _cpu_varlen(q, k, v, cu_seqlens, scaling)
     return out.unsqueeze(0), None
 

@@ -15,6 +15,7 @@ from torch import nn
 from verl.utils.device import is_cuda_available
 from verl.workers.config import HFModelConfig
 from verl.workers.engine.fsdp.attention import VARLEN_ATTENTION, cuda_varlen_available
+from verl.workers.engine.fsdp.packing import keep_text_boundaries_out_of_encoders
 
 
 def pick_attn_implementation() -> str:
@@ -88,6 +89,8 @@ def build_module(model_config: HFModelConfig, role: str, dtype: torch.dtype) -> 
     elif role in ("actor", "ref"):
         model_class = AutoModelForImageTextToText if is_vision_language(hf_config) else AutoModelForCausalLM
         module = model_class.from_pretrained(path, config=hf_config, **common)
+        if is_vision_language(hf_config) and (tower := vision_tower(module)) is not None:
+            keep_text_boundaries_out_of_encoders(tower)
     else:
         raise ValueError(f"unknown engine role {role!r}; expected one of ['actor', 'critic', 'ref', 'reward']")
     module.config.use_cache = False

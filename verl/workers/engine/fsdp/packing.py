@@ -5,6 +5,12 @@ and ``position_ids (1, T)`` restarting at 0 for every sequence. The sequence bou
 transformers' flash-attention kwargs (:meth:`PackedBatch.attention_kwargs`): the ``verl_varlen`` and
 flash-attention implementations run varlen kernels on them; sdpa/eager ignore them and build a block-diagonal
 causal mask from the position ids (``transformers.masking_utils.find_packed_sequence_indices``).
+
+Those kwargs describe the TEXT pack only. A vision-language model forwards its ``**kwargs`` into the vision
+tower as well (transformers 5.17's Qwen2-VL does; 5.19 drops them), whose attention would then run over the
+image patches with the text boundaries: causal, wrongly split, and on CUDA reading past the patch tensor
+(issue 21: an illegal memory access in the reference pass). :func:`keep_text_boundaries_out_of_encoders` strips
+them at the encoder's entry, whatever the transformers version.
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
+
+PACKING_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
+"""The keyword arguments :meth:`PackedBatch.attention_kwargs` adds to a model call."""
 
 
 @dataclass
@@ -46,6 +56,16 @@ class PackedBatch:
         out = values.new_full((self.batch_size * self.seqlen, *values.shape[1:]), fill)
         out[self.indices] = values
         return out.view(self.batch_size, self.seqlen, *values.shape[1:])
+
+
+def _drop_packing_kwargs(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    return args, {k: v for k, v in kwargs.items() if k not in PACKING_KWARGS}
+
+
+def keep_text_boundaries_out_of_encoders(encoder: nn.Module) -> None:
+    """Register a forward pre-hook on a multimodal ``encoder`` (a VLM's vision tower) that drops
+    :data:`PACKING_KWARGS`; the encoder then splits its patches by its own ``cu_seqlens`` (from ``grid_thw``)."""
+    encoder.register_forward_pre_hook(_drop_packing_kwargs, with_kwargs=True)
 
 
 def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> PackedBatch:
