@@ -119,3 +119,35 @@ def test_hf_rollout_with_images(vlm):
     diff = (output.batch["rollout_log_probs"].double() - _reference(actor, output, processor.image_token_id))[mask]
     print(f"HF rollout_log_probs vs transformers: max |diff| {diff.abs().max().item():.2e}")
     assert diff.abs().max().item() < 1e-4
+
+
+def test_vllm_rollout_never_samples_vision_placeholders(vlm):
+    """A response holding ``<|image_pad|>``/``<|video_pad|>`` has no image features behind it and breaks the
+    training forward (issue 21). The actor here is pushed to favour them: every (tied) embedding row is zero but
+    the image row ``30 u`` and the video row ``-30 u``, so one of the two has logit ``30 |h . u|`` against 0 for
+    every other token; without the ban most sampled tokens are placeholders."""
+    import copy
+
+    from verl.workers.rollout import build_rollout
+
+    path, processor, actor, prompts = vlm
+    actor = copy.deepcopy(actor)
+    image, video = processor.image_token_id, actor.config.video_token_id
+    generator = torch.Generator().manual_seed(3)
+    direction = torch.nn.functional.normalize(
+        torch.randn(actor.config.text_config.hidden_size, generator=generator), dim=0
+    )
+    with torch.no_grad():
+        embedding = actor.get_input_embeddings().weight
+        embedding.zero_()
+        embedding[image], embedding[video] = 30 * direction, -30 * direction
+    assert actor.get_output_embeddings().weight.data_ptr() == embedding.data_ptr()  # tied: the head favours them
+    rollout, manager = build_rollout(_config("vllm"), HFModelConfig(path=path), processor.tokenizer, actor)
+    try:
+        with manager:
+            output = rollout.generate_sequences(prompts)
+    finally:
+        rollout.shutdown()
+    responses = output.batch["responses"][output.batch["response_mask"].bool()]
+    assert responses.numel() > 0
+    assert not torch.isin(responses, torch.tensor([image, video])).any()

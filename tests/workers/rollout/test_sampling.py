@@ -53,3 +53,13 @@ def test_special_ids_precedence():
     assert resolve_special_ids({"eos_token_id": [5, 6], "pad_token_id": 0}, Tok()) == ((5, 6), 0)
     assert resolve_special_ids({}, Tok(), generation_eos=[7, 2]) == ((7, 2), 7)
     assert resolve_special_ids({}, Tok()) == ((2,), 2)
+
+
+def test_vision_placeholder_bias_covers_image_and_video_ids_only():
+    from types import SimpleNamespace
+
+    from verl.workers.rollout.sampling import PLACEHOLDER_BIAS, vision_placeholder_bias
+
+    vlm_config = SimpleNamespace(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652)
+    assert vision_placeholder_bias(vlm_config) == {151655: PLACEHOLDER_BIAS, 151656: PLACEHOLDER_BIAS}
+    assert vision_placeholder_bias(SimpleNamespace(vocab_size=49152)) == {}

@@ -99,3 +99,17 @@ def resolve_sampling(
     if settings.temperature < 0:
         raise ValueError(f"rollout.temperature must be >= 0, got {settings.temperature}")
     return settings
+
+
+PLACEHOLDER_BIAS = -100.0
+"""vLLM's lowest ``logit_bias`` (it clamps to [-100, 100]): ``exp(-100)`` rules a token out in practice."""
+
+
+def vision_placeholder_bias(hf_config: Any) -> dict[int, float]:
+    """``{token id: PLACEHOLDER_BIAS}`` for a vision-language model's image/video placeholder ids, else ``{}``.
+
+    A placeholder in a response has no image features behind it: the training forward then fails in
+    transformers ("Image features and image tokens do not match", verl-project/verl#3469). A random-weight
+    Qwen2-VL samples them at ~2/151936 per token (issue 21), a trained one rarely, so the rollout bans them."""
+    ids = (getattr(hf_config, name, None) for name in ("image_token_id", "video_token_id"))
+    return {int(token): PLACEHOLDER_BIAS for token in ids if token is not None}

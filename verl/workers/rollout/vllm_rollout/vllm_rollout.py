@@ -17,7 +17,12 @@ from verl.protocol import DataProto
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.batch import assemble_output, check_prompts, pad_responses
 from verl.workers.rollout.registry import register_rollout
-from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
+from verl.workers.rollout.sampling import (
+    SamplingSettings,
+    resolve_sampling,
+    resolve_special_ids,
+    vision_placeholder_bias,
+)
 from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
 from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
@@ -105,6 +110,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
             stop_token_ids=[] if ignore_eos else list(settings.eos_token_ids),  # ignore_eos ignores these too
             ignore_eos=ignore_eos,
             logprobs=0 if self.config.calculate_log_probs else None,
+            logit_bias=vision_placeholder_bias(self.hf_config) or None,
             detokenize=False,
         )
 
