@@ -82,7 +82,7 @@ VARIANTS = {
     "varlen+logits+compile+mb64k": dict(compile=True, tokens=65536),
     "varlen+fused+liger+mb64k": dict(fused=True, liger=True, tokens=65536),
 }
-PROFILED = {"varlen+logits+compile+mb64k", "varlen+fused+liger"}
+PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
 PLAN = {  # shape -> variants run by default, most telling first (a time budget may cut the tail)
     "qwen2.5-0.5b": [

@@ -1,7 +1,10 @@
-"""Generated tokens/s of a bare engine (``vllm.LLM`` or ``sglang.Engine`` with its own defaults) on the GRPO
-benchmark's batch: the first ``--prompts`` GSM8K prompts of the training parquet (chat template applied as verl's
-dataset does), ``--n`` samples each, up to ``--max-tokens`` tokens, temperature 1. One warm-up generation, then
-``--repeats`` timed ones; prints one JSON line (``{"run": "standalone-<engine>", "tokens_per_s": ..., ...}``).
+"""Generated tokens/s of a bare engine (``vllm.LLM`` or ``sglang.Engine``) on the GRPO benchmark's batch.
+
+The engine keeps its own defaults except the rollout's per-step token budget (``--max-num-batched-tokens``), and
+its prefix cache is emptied before each repeat, as the rollout's weight sync does. The batch: the first
+``--prompts`` GSM8K prompts of the training parquet (chat template applied as verl's dataset does), ``--n``
+samples each, up to ``--max-tokens`` tokens, temperature 1. One warm-up generation, then ``--repeats`` timed
+ones; prints one JSON line (``{"run": "standalone-<engine>", "tokens_per_s": ..., ...}``).
 
 Usage: ``python -m benchmarks.gpu.standalone_engine --engine vllm --model DIR --data train.parquet``.
 """
@@ -39,6 +42,7 @@ def vllm_generate(args, prompts):
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_model_len=args.max_prompt_length + args.max_tokens,
         enable_prefix_caching=True,
+        max_num_batched_tokens=args.max_num_batched_tokens,  # the rollout's default (verl's key), as compared
         seed=0,
     )
     params = SamplingParams(n=args.n, temperature=1.0, max_tokens=args.max_tokens, detokenize=False)
@@ -61,6 +65,7 @@ def sglang_generate(args, prompts):
         mem_fraction_static=args.gpu_memory_utilization,
         context_length=args.max_prompt_length + args.max_tokens,
         skip_tokenizer_init=True,
+        chunked_prefill_size=args.max_num_batched_tokens,
         random_seed=0,
         log_level="error",
     )
@@ -86,6 +91,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-prompt-length", type=int, default=256)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=8192,
+        help="tokens per engine step (vLLM) / chunked-prefill size (SGLang): the rollout's max_num_batched_tokens",
+    )
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 

@@ -36,14 +36,17 @@ def build_engine_kwargs(
     """``sglang.Engine(**kwargs)`` for the rollout config (the keys map as the config's docstrings say).
 
     The engine takes token ids and returns token ids (``skip_tokenizer_init``); ``context_length`` defaults to
-    ``prompt_length + response_length``; the memory saver is on when ``free_cache_engine`` is set, so the engine
-    can release its weights, KV cache and CUDA graphs while the actor trains. GPUs are numbered within the
-    ``CUDA_VISIBLE_DEVICES`` the engine is launched with (see :func:`group_visible_devices`): scheduler ``i`` runs
-    on the GPU of the group's ``i``-th worker. ``engine_kwargs.sglang`` entries override everything; an unknown
-    one fails naming the nearest SGLang argument.
+    ``prompt_length + response_length``; the memory saver is on when ``free_cache_engine`` is set, so the engine can
+    release its weights, KV cache and CUDA graphs while the actor trains. ``sleep_on_idle`` is on where this SGLang has
+    it: a colocated engine is idle for the whole training half of a step, and its scheduler would otherwise spin a CPU
+    core polling for requests (it wakes on the request socket, so generation loses nothing). GPUs are numbered within
+    the ``CUDA_VISIBLE_DEVICES`` the engine is launched with (see :func:`group_visible_devices`): scheduler ``i`` runs
+    on the GPU of the group's ``i``-th worker. ``engine_kwargs.sglang`` entries override everything; an unknown one
+    fails naming the nearest SGLang argument.
     """
     user_kwargs = backend_kwargs(config, "sglang")
-    check_kwarg_names(user_kwargs, server_arg_names(), "sglang", "sglang's ServerArgs")
+    known = server_arg_names()
+    check_kwarg_names(user_kwargs, known, "sglang", "sglang's ServerArgs")
     max_model_len = config.max_model_len or config.prompt_length + config.response_length
     kwargs: dict[str, Any] = dict(
         model_path=model_path,
@@ -66,6 +69,8 @@ def build_engine_kwargs(
         nccl_port=free_port(),
         log_level="error",
     )
+    if "sleep_on_idle" in known:
+        kwargs["sleep_on_idle"] = True
     kwargs.update(user_kwargs)
     return kwargs
 
