@@ -37,6 +37,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,8 +165,17 @@ def _site_path(args, engine: str | None) -> str:
     return os.pathsep.join(p for p in parts if p)
 
 
-def _run_command(name: str, command: list[str], env: dict, log_path: Path, timeout: float, on_line=None) -> int:
-    """Run ``command``, teeing its output to ``log_path``; ``on_line(line, time)`` sees every stdout line."""
+def _run_command(
+    name: str,
+    command: list[str],
+    env: dict,
+    log_path: Path,
+    timeout: float,
+    on_line=None,
+    kill: Callable[[subprocess.Popen], None] = subprocess.Popen.kill,
+) -> int:
+    """Run ``command``, teeing its output to ``log_path``; ``on_line(line, time)`` sees every stdout line. Past
+    ``timeout`` seconds ``kill(process)`` stops it and 124 is returned."""
     with open(log_path, "w") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
@@ -173,7 +183,7 @@ def _run_command(name: str, command: list[str], env: dict, log_path: Path, timeo
             command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
         deadline = time.monotonic() + timeout
-        timer = threading.Timer(timeout, process.kill)
+        timer = threading.Timer(timeout, kill, args=(process,))
         timer.start()
         try:
             for line in process.stdout:

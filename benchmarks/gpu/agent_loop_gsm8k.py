@@ -31,9 +31,10 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+from benchmarks.bench_gpu_grpo import _run_command
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL_CONFIG = REPO / "examples" / "agent_loop" / "config" / "tool_config" / "gsm8k_tool_config.yaml"
@@ -64,32 +65,6 @@ def _kill_tree(process: subprocess.Popen) -> None:
         except Exception:  # noqa: BLE001 - gone already
             pass
     process.kill()
-
-
-def _run_command(name: str, command: list[str], env: dict, log_path: Path, timeout: float, on_line=None) -> int:
-    """Run ``command``, teeing its output to ``log_path``; ``on_line(line, time)`` sees each line. Past ``timeout``
-    seconds the process tree is killed and 124 returned; Ray processes left after a normal exit are killed too."""
-    with open(log_path, "w") as log:
-        log.write(f"$ {' '.join(command)}\n")
-        log.flush()
-        process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-        )
-        deadline = time.monotonic() + timeout
-        timer = threading.Timer(timeout, _kill_tree, args=(process,))
-        timer.start()
-        try:
-            for line in process.stdout:
-                log.write(line)
-                if on_line is not None:
-                    on_line(line, time.perf_counter())
-            process.wait()
-        finally:
-            timer.cancel()
-        if time.monotonic() > deadline:
-            log.write(f"\n[agent_loop_gsm8k] {name}: killed after {timeout:.0f} s\n")
-            return 124
-        return process.returncode
 
 
 def sizes(args) -> dict:
@@ -191,7 +166,9 @@ def run_trainer(args, mode: str, env: dict, timeout: float) -> dict:
     rows = s["prompts"] * s["n"]
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(args, mode)]
     start = time.perf_counter()
-    rc = _run_command(mode, command, dict(env, VERL_FILE_LOGGER_PATH=str(metrics)), out / f"{mode}.log", timeout)
+    rc = _run_command(
+        mode, command, dict(env, VERL_FILE_LOGGER_PATH=str(metrics)), out / f"{mode}.log", timeout, kill=_kill_tree
+    )
     wall = time.perf_counter() - start
     records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     steps = [step_row(r, rows) for r in records]
@@ -226,7 +203,9 @@ def run_bench_async_rollout(args, env: dict, timeout: float) -> dict:
         if line.startswith("RESULT "):
             found.update(json.loads(line[len("RESULT ") :]))
 
-    rc = _run_command("bench-async-rollout", command, env, Path(args.out) / "bench_async_rollout.log", timeout, collect)
+    rc = _run_command(
+        "bench-async-rollout", command, env, Path(args.out) / "bench_async_rollout.log", timeout, collect, _kill_tree
+    )
     summary = {"run": "bench-async-rollout", "rc": rc, **found}
     if rc != 0:
         summary["error"] = f"exit status {rc}; see bench_async_rollout.log"
