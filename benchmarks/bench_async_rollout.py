@@ -45,17 +45,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args([] if argv is None else argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from benchmarks.bench_rollout import _prompts, _timed_generation
     from verl.utils.default_model import default_model_path
+    from verl.utils.tokenizer import hf_tokenizer
     from verl.workers.config.model import HFModelConfig
     from verl.workers.config.rollout import RolloutConfig
     from verl.workers.rollout import build_rollout
     from verl.workers.rollout.async_server import get_async_server_class
 
     path = default_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = hf_tokenizer(path)  # a pad token (the EOS) where the model has none, as the trainer does
     actor = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype))
     if torch.cuda.is_available():
         actor = actor.cuda()

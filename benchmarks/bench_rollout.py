@@ -64,15 +64,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args([] if argv is None else argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from verl.utils.default_model import default_model_path
+    from verl.utils.tokenizer import hf_tokenizer
     from verl.workers.config.model import HFModelConfig
     from verl.workers.config.rollout import RolloutConfig
     from verl.workers.rollout import build_rollout
 
     path = default_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = hf_tokenizer(path)  # a pad token (the EOS) where the model has none, as the trainer does
     actor = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype))
     prompts = _prompts(tokenizer, args.prompts, args.prompt_length)
     warm_up = _prompts(tokenizer, 2, args.prompt_length)

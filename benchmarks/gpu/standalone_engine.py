@@ -67,7 +67,7 @@ def sglang_generate(args, prompts):
         skip_tokenizer_init=True,
         chunked_prefill_size=args.max_num_batched_tokens,
         random_seed=0,
-        log_level="error",
+        log_level=args.log_level,
     )
     params = {"max_new_tokens": args.max_tokens, "temperature": 1.0}
     requests = [ids for ids in prompts for _ in range(args.n)]  # SGLang's advice for large batches: no `n`
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
         default=8192,
         help="tokens per engine step (vLLM) / chunked-prefill size (SGLang): the rollout's max_num_batched_tokens",
     )
+    parser.add_argument("--log-level", default="error", help="SGLang's log level (info: the scheduler's decode rate)")
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 

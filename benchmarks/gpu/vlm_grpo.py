@@ -85,6 +85,9 @@ def overrides(args, model_path: str, workdir: Path) -> list[str]:
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.actor.optim.lr=1e-6",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.prompts}",
+        # fixed micro-batches: main_ppo's default config packs by a 16k-token budget, and one 14k-token micro-batch
+        # of the 2.2B model ran out of 80 GiB (session 5's first GPU run)
+        "actor_rollout_ref.actor.use_dynamic_bsz=False",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={args.micro_batch}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={2 * args.micro_batch}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * args.micro_batch}",

@@ -1,0 +1,245 @@
+"""Where SGLang's generation inside the training loop loses to the bare engine (issue 14): one batch, several setups.
+
+The GRPO benchmark's in-loop SGLang generation ran at 54-72% of the bare engine's tokens/s on the same batch
+(``benchmarks/results/gpu_grpo_h100x1_2026-11-26_session4.md``). This runs the benchmark's batch (the first 32
+GSM8K prompts, 8 samples each, up to 256 tokens, temperature 1) through one setup per variant, each in its own
+process, one after the other on the same GPU:
+
+- ``bare``: :mod:`benchmarks.gpu.standalone_engine`'s ``sglang.Engine`` (the engine's defaults, the rollout's
+  token budget), the reference;
+- ``rollout``: verl's ``sglang`` rollout and its sharding manager built by ``build_rollout`` from the benchmark's
+  rollout config, a bf16 actor on the GPU; each repeat is one ``with manager:`` (wake, weight sync, cache flush)
+  around ``generate_sequences``, then the engine's memory is released, as a training step does;
+- ``rollout-keep``: the same with ``free_cache_engine=False`` (no memory saver, no release/wake);
+- ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it.
+
+Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
+steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
+around it. Per variant: generated tokens/s (median of ``--repeats`` after one warm-up), the engine call's share
+(``engine.generate`` timed alone), and the median scheduler-reported decode throughput.
+
+Usage on the GPU machine (``benchmarks/gpu/stage.sh``'s sites installed, SGLang's on ``PYTHONPATH``)::
+
+    python3 -m benchmarks.gpu.sglang_gap --data .carry_gpu14/data/train.parquet --out $OUT/gap
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray")
+DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
+
+
+def rollout_setup(args, free_cache_engine: bool):
+    """(rollout, manager, prompts): the benchmark's rollout config (``bench_gpu_grpo``'s keys) on a bf16 actor."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from benchmarks.gpu.standalone_engine import load_prompts
+    from verl.protocol import DataProto
+    from verl.utils.tokenizer import hf_tokenizer
+    from verl.workers.config.model import HFModelConfig
+    from verl.workers.config.rollout import RolloutConfig
+    from verl.workers.rollout import build_rollout
+
+    tokenizer = hf_tokenizer(args.model)
+    rows = load_prompts(tokenizer, args.data, args.prompts, args.max_prompt_length)
+    width = args.max_prompt_length
+    input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, ids in enumerate(rows):  # left-padded, as the trainer's dataset pads prompts
+        input_ids[i, width - len(ids) :] = torch.tensor(ids)
+        attention_mask[i, width - len(ids) :] = 1
+    prompts = DataProto.from_dict(
+        tensors=dict(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0),
+        ),
+        meta_info={"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
+    )
+    config = RolloutConfig(
+        name="sglang",
+        prompt_length=args.max_prompt_length,
+        response_length=args.max_tokens,
+        dtype="bfloat16",
+        n=args.n,
+        temperature=1.0,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        enforce_eager=False,
+        free_cache_engine=free_cache_engine,
+        load_format="dummy",
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        engine_kwargs={"sglang": {"log_level": "info"}},
+    )
+    actor = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).cuda().eval()
+    rollout, manager = build_rollout(config, HFModelConfig(path=args.model), tokenizer, actor)
+    return rollout, manager, prompts
+
+
+def run_rollout(args, free_cache_engine: bool) -> dict:
+    """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release; seconds and tokens of each."""
+    rollout, manager, prompts = rollout_setup(args, free_cache_engine)
+    engine_seconds: list[float] = []
+    generate = rollout.engine.generate
+
+    def timed_generate(*a, **kw):
+        begin = time.perf_counter()
+        try:
+            return generate(*a, **kw)
+        finally:
+            engine_seconds.append(time.perf_counter() - begin)
+
+    rollout.engine.generate = timed_generate
+    seconds, tokens, sync = [], [], []
+    for repeat in range(args.repeats + 1):
+        begin = time.perf_counter()
+        with manager:
+            synced = time.perf_counter()
+            output = rollout.generate_sequences(prompts)
+            done = time.perf_counter()
+        if repeat:  # the first pass is the warm-up
+            sync.append(synced - begin)
+            seconds.append(done - synced)
+            tokens.append(int(output.batch["response_mask"].sum()))
+    rollout.shutdown()
+    engine = engine_seconds[1:]
+    return {
+        "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),
+        "engine_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, engine)),
+        "seconds": statistics.median(seconds),
+        "engine_seconds": statistics.median(engine),
+        "sync_seconds": statistics.median(sync),
+        "tokens": statistics.median(tokens),
+    }
+
+
+def run_in_ray(args) -> dict:
+    """:func:`run_rollout` in a Ray actor that holds the GPU, with the trainer's worker environment variables."""
+    import ray
+
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TOKENIZERS_PARALLELISM": "false"}
+    ray.init(include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=True)
+    try:
+        worker = ray.remote(num_gpus=1)(RayRunner).remote()
+        return ray.get(worker.run.remote(args))
+    finally:
+        ray.shutdown()
+
+
+class RayRunner:
+    def run(self, args) -> dict:
+        return run_rollout(args, free_cache_engine=True)
+
+
+def worker(args) -> None:
+    if args.variant == "rollout":
+        result = run_rollout(args, free_cache_engine=True)
+    elif args.variant == "rollout-keep":
+        result = run_rollout(args, free_cache_engine=False)
+    else:
+        result = run_in_ray(args)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def launch(args, variant: str, out: Path) -> dict:
+    """One variant in its own process; its output to ``out/<variant>.log``; the result with the decode rates."""
+    common = [
+        "--model", args.model, "--data", args.data, "--prompts", str(args.prompts), "--n", str(args.n),
+        "--max-tokens", str(args.max_tokens), "--max-prompt-length", str(args.max_prompt_length),
+        "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--repeats", str(args.repeats),
+        "--max-num-batched-tokens", str(args.max_num_batched_tokens),
+    ]  # fmt: skip
+    if variant == "bare":
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.gpu.standalone_engine",
+            "--engine",
+            "sglang",
+            "--log-level",
+            "info",
+        ]
+    else:
+        command = [sys.executable, "-m", "benchmarks.gpu.sglang_gap", "--worker", "--variant", variant]
+    log = out / f"{variant}.log"
+    begin = time.perf_counter()
+    with open(log, "w") as sink:
+        try:
+            rc = subprocess.run(
+                command + common, stdout=sink, stderr=subprocess.STDOUT, timeout=args.timeout
+            ).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    text = log.read_text(errors="replace")
+    result: dict = {"variant": variant, "rc": rc, "wall_s": round(time.perf_counter() - begin, 1)}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            result.update(json.loads(line[len("RESULT ") :]))
+        elif line.startswith("{") and '"run": "standalone-sglang"' in line:
+            result.update(json.loads(line))
+    rates = [float(m) for m in DECODE_RATE.findall(text)]
+    busy = [r for r in rates if r > 1000]  # lines logged while the batch was running, not a trailing request
+    result["scheduler_decode_tokens_per_s"] = statistics.median(busy) if busy else None
+    result["decode_lines"] = len(rates)
+    return result
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--model", default=None, help="default: the embedded SmolLM2 (verl.utils.default_model)")
+    parser.add_argument("--data", required=True, help="GSM8K train.parquet of examples/data_preprocess/gsm8k.py")
+    parser.add_argument("--out", default=os.environ.get("OUT", "sglang_gap_out"))
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-prompt-length", type=int, default=256)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=150, help="seconds per variant")
+    args = parser.parse_args(argv)
+    if args.model is None:
+        from verl.utils.default_model import default_model_path
+
+        args.model = default_model_path()
+    if args.worker:
+        worker(args)
+        return []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for variant in args.variants.split(","):
+        result = launch(args, variant, out)
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    base = next((r.get("tokens_per_s") for r in results if r["variant"] == "bare"), None)
+    print("\n| variant | rc | tok/s | vs bare | engine call tok/s | scheduler decode tok/s | sync s | wall s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in results:
+        rate = r.get("tokens_per_s")
+        ratio = f"{rate / base:.2f}" if rate and base else "-"
+        cells = [r.get("tokens_per_s"), r.get("engine_tokens_per_s"), r.get("scheduler_decode_tokens_per_s")]
+        shown = [f"{c:,.0f}" if c else "-" for c in cells]
+        sync = f"{r['sync_seconds']:.3f}" if r.get("sync_seconds") else "-"
+        print(
+            f"| {r['variant']} | {r['rc']} | {shown[0]} | {ratio} | {shown[1]} | {shown[2]} | {sync} | {r['wall_s']} |"
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()
