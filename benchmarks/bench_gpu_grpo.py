@@ -29,6 +29,7 @@ Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -123,14 +124,19 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
 
 
 class MemorySampler:
-    """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used)."""
+    """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used).
+
+    The device is the first of ``CUDA_VISIBLE_DEVICES`` (NVML numbers GPUs as the host does). Sampling is not free:
+    every 10 ms it slowed the colocated SGLang engine's decode by about a third (``benchmarks.gpu.sglang_gap``), so
+    the timed runs sample every ``--memory-sample-ms`` (0: not at all)."""
 
     def __init__(self, interval: float = 0.01) -> None:
         import pynvml
 
         pynvml.nvmlInit()
         self._nvml = pynvml
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
@@ -415,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument(
+        "--memory-sample-ms",
+        type=float,
+        default=10,
+        help="NVML memory sampling period for the per-phase peaks (0: off; sampling slows a colocated engine)",
+    )
     parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
     parser.add_argument("--training", choices=("fast", "plain"), default="fast", help="see FAST_TRAINING")
     parser.add_argument(
@@ -451,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
     summaries: dict[str, dict] = {}
     results_path = out / "results.jsonl"
-    with MemorySampler() as sampler, open(results_path, "a") as results:
+    sampling = MemorySampler(args.memory_sample_ms / 1000) if args.memory_sample_ms > 0 else contextlib.nullcontext()
+    with sampling as sampler, open(results_path, "a") as results:
         for name in runs:
             begin = time.perf_counter()
             print(f"[bench] {name}: start", flush=True)

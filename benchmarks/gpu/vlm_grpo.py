@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gpu-memory-utilization", type=float, default=None, help="cuda 0.3, cpu 0.05 (of RAM)")
     parser.add_argument("--timeout", type=float, default=480, help="seconds for main_ppo")
+    parser.add_argument("--memory-sample-ms", type=float, default=10, help="NVML memory sampling period (0: off)")
     parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
     parser.add_argument("--site-vllm", default=_existing("/tmp/site-vllm"))
     parser.add_argument("--site-common", default=_existing("/tmp/site-common"))
@@ -205,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(args, workdir / "model")
         built = time.perf_counter() - started
         print(f"[{RUN}] {args.shape} model written in {built:.1f} s", flush=True)
-        sampler = MemorySampler() if args.device == "cuda" else None
+        sampling = args.device == "cuda" and args.memory_sample_ms > 0
+        sampler = MemorySampler(args.memory_sample_ms / 1000) if sampling else None
         if sampler is not None:
             sampler.__enter__()
         try:
