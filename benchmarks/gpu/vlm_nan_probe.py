@@ -12,15 +12,19 @@ reference log-probs without grad over micro-batches of ``--ref-micro-batch``, th
 ``forward_log_probs`` with entropy (detached, as the actor does) -> ``kl_loss_coef * agg_loss(low_var_kl)`` ->
 backward. Printed per variant, one JSON line: whether the loss, the log-probs and each gradient are finite, the
 first module (forward order) whose output is non-finite in forward, the modules whose gradients w.r.t. their
-output are non-finite in backward (the deepest one first: where the NaN was born), and the grad norm. Variants:
+output are non-finite, in the order backward reaches them (the NaN was born in the backward of whatever consumes
+the first one's output), and the grad norm. Variants:
 
 - ``attn``: ``verl_varlen`` (the default on CUDA: torch's varlen flash kernel) or ``sdpa`` (block-diagonal mask);
 - ``gqa``: for verl_varlen, the kernel with native GQA (``native``) or with repeated key/value heads (``repeat``);
-- ``fsdp``: the module under FSDP2 with verl's mixed precision (bf16 compute, fp32 reduce) in a 1-rank group,
-  or ``plain``: bf16 parameters, no FSDP;
-- ``micro``: update micro-batch sizes (``--micro-batches``, default 16 and the whole batch).
+- ``fsdp``: the module under FSDP2 with verl's mixed precision (bf16 compute, fp32 reduce) in a 1-rank group
+  (default), or ``plain`` (``--fsdp plain`` or ``fsdp,plain``): bf16 parameters, no FSDP;
+- ``micro``: update micro-batch sizes (``--micro-batches``, default 16; 0 = the whole batch);
+- ``loss``: ``kl`` (the run's loss above) or ``logp`` (``1e-3 * token-mean(log_prob)``: a gradient that is never
+  0, so the backward runs even where the reference pass reproduces the update's log-probs exactly, as on CPU).
 
-Usage on the GPU machine (sites of ``benchmarks/gpu/stage.sh``; ~3 min for the 2b shape)::
+Usage on the GPU machine (sites of ``benchmarks/gpu/stage.sh``; the 2b model takes ~2.5 min to write, then six
+variants)::
 
     PYTHONPATH=/tmp/site-common:/tmp/site-model:$PWD python -m benchmarks.gpu.vlm_nan_probe --out $OUT
 
@@ -161,8 +165,11 @@ def probe(args, model_path: str, processor, batch, variant: dict) -> dict:
             index = list(range(start, min(start + variant["micro"], rows)))
             log_probs, entropy = _micro_log_probs(module, batch, index, device, True)
             finite_log_probs &= bool(torch.isfinite(log_probs).all()) and bool(torch.isfinite(entropy).all())
-            kl = kl_penalty(log_probs, ref[index], "low_var_kl")
-            loss = args.kl_coef * agg_loss(kl, mask[index], "token-mean", global_num_tokens=tokens)
+            if variant["loss"] == "kl":
+                kl = kl_penalty(log_probs, ref[index], "low_var_kl")
+                loss = args.kl_coef * agg_loss(kl, mask[index], "token-mean", global_num_tokens=tokens)
+            else:  # a gradient that is never 0, whatever the reference pass gave
+                loss = 1e-3 * agg_loss(log_probs, mask[index], "token-mean", global_num_tokens=tokens)
             loss.backward()
             losses.append(float(loss.detach()))
     finally:
@@ -174,7 +181,7 @@ def probe(args, model_path: str, processor, batch, variant: dict) -> dict:
     result = {
         **variant,
         "loss_finite": all(torch.isfinite(torch.tensor(losses)).tolist()),
-        "loss": sum(losses),
+        "loss_value": sum(losses),
         "log_probs_finite": finite_log_probs,
         "ref_finite": bool(torch.isfinite(ref).all()),
         "grad_norm": float(norm),
@@ -196,11 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
     parser.add_argument("--prompts", type=int, default=32, help="rows (the GPU run: 32 prompts x 4 samples)")
     parser.add_argument("--response-length", type=int, default=64)
-    parser.add_argument("--micro-batches", default="16,0", help="update micro-batch sizes; 0 = the whole batch")
+    parser.add_argument("--micro-batches", default="16", help="update micro-batch sizes; 0 = the whole batch")
+    parser.add_argument("--losses", default="kl,logp", help="kl (the run's), logp (never-zero gradient)")
     parser.add_argument("--ref-micro-batch", type=int, default=32)
     parser.add_argument("--kl-coef", type=float, default=0.01)
     parser.add_argument("--attn", default="verl_varlen,sdpa")
-    parser.add_argument("--fsdp", default="fsdp,plain")
+    parser.add_argument("--fsdp", default="fsdp", help="fsdp (the run's setting), plain (bf16, no FSDP), or both")
     args = parser.parse_args(argv)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     out = Path(args.out)
@@ -230,13 +238,14 @@ def main(argv: list[str] | None = None) -> int:
             for attn in args.attn.split(","):
                 for gqa in ("native", "repeat") if attn == "verl_varlen" and args.device == "cuda" else ("native",):
                     for micro in (int(m) or args.prompts for m in args.micro_batches.split(",")):
-                        variant = {"fsdp": fsdp, "attn": attn, "gqa": gqa, "micro": micro}
-                        try:
-                            result = probe(args, model_path, processor, batch, variant)
-                        except Exception as exc:  # a variant that fails is a finding too; the next one runs
-                            result = {**variant, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-                        print(json.dumps(result), flush=True)
-                        results.append(result)
+                        for loss in args.losses.split(","):
+                            variant = {"fsdp": fsdp, "attn": attn, "gqa": gqa, "micro": micro, "loss": loss}
+                            try:
+                                result = probe(args, model_path, processor, batch, variant)
+                            except Exception as exc:  # a variant that fails is a finding too; the next one runs
+                                result = {**variant, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+                            print(json.dumps(result), flush=True)
+                            results.append(result)
     (out / "vlm_nan_probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
     return 0 if all("error" not in r for r in results) else 1
 
