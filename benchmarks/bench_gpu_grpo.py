@@ -276,11 +276,15 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    monitors = _start_gpu_monitors(out, name) if args.gpu_monitor else []
     try:
         rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
     finally:
         done.set()
         watcher.join()
+        for monitor in monitors:
+            monitor.terminate()
+            monitor.wait(timeout=10)
     records = []
     if metrics_path.exists():
         for index, line in enumerate(metrics_path.read_text().splitlines()):
@@ -292,6 +296,21 @@ def run_verl(
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
+
+
+def _start_gpu_monitors(out: Path, name: str) -> list[subprocess.Popen]:
+    """``nvidia-smi pmon`` (SM and memory-bandwidth use per process: does the training process's context run
+    kernels while the engine generates?) and ``dmon`` (power, clocks, use) once a second on the run's GPU, into
+    ``<name>.pmon.log`` / ``<name>.dmon.log`` (kept in logs.tar.gz). Once a second costs nothing measurable, unlike
+    the 10 ms memory sampler."""
+    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    monitors = []
+    for tool, selection in (("pmon", "um"), ("dmon", "pucm")):
+        sink = open(out / f"{name}.{tool}.log", "w")  # noqa: SIM115 - closed with the process
+        command = ["nvidia-smi", tool, "-i", device, "-d", "1", "-s", selection, "-o", "T"]
+        monitors.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT))
+        sink.close()  # the child holds its own descriptor
+    return monitors
 
 
 def run_json_lines(args, name: str, module: str, extra: list[str], engine: str | None, out: Path) -> list[dict]:
@@ -444,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument(
+        "--gpu-monitor",
+        action="store_true",
+        help="log nvidia-smi pmon/dmon once a second during each verl run (<run>.pmon.log / .dmon.log)",
+    )
     parser.add_argument(
         "--memory-sample-ms",
         type=float,

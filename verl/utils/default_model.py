@@ -67,6 +67,8 @@ def _convert_gguf(src: Path, target: Path) -> None:
         with tqdm(total=len(steps), desc=f"converting {DEFAULT_MODEL_NAME} (once)", unit="step") as progress:
             progress.set_postfix_str(steps[0])
             tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
+            if tokenizer.pad_token is None:  # transformers 5.17 (GPU machines) converts it without one, 5.19 with one
+                tokenizer.pad_token = tokenizer.eos_token  # SmolLM2-Instruct pads with <|im_end|>, its EOS
             progress.update()
             progress.set_postfix_str(steps[1])
             gguf_model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE)

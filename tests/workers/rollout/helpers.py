@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from tests.support.models import tiny_model_path
 from verl.protocol import DataProto
+from verl.utils.tokenizer import hf_tokenizer
 from verl.workers.config.model import HFModelConfig
 from verl.workers.config.rollout import RolloutConfig
 
@@ -25,7 +26,9 @@ def load_model(path: str) -> torch.nn.Module:
 
 
 def load_tokenizer(path: str):
-    return AutoTokenizer.from_pretrained(path)
+    """The tokenizer as the workers load it: with a pad token (the EOS) where the model has none (the GPU machines'
+    GGUF conversion of SmolLM2 has none, and padding a prompt batch then fails)."""
+    return hf_tokenizer(path)
 
 
 def rollout_config(name: str, **overrides) -> RolloutConfig:

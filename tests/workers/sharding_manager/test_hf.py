@@ -1,5 +1,6 @@
 """The ``hf`` manager copies nothing and restores the module's train/eval mode."""
 
+import pytest
 import torch
 
 from verl.workers.sharding_manager import HFShardingManager
@@ -15,3 +16,74 @@ def test_switches_to_eval_and_restores_mode():
         assert module.training is initially_training
         assert manager.metrics["timing_s/update_weights"] == 0.0
         assert {"perf/rollout_memory_gb", "perf/training_memory_gb"} <= set(manager.metrics)
+
+
+def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after():
+    """On an FSDP2 module the manager keeps the parameters gathered from the first decode forward to the last (FSDP2
+    would reshard them after every forward and gather them again in the next, a collective per layer and token on
+    more than one rank), generates what the plain module generates, and leaves the module sharded, in training
+    mode, computing what the plain module computes."""
+    import os
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from tests.support.models import tiny_model_path
+    from tests.workers.rollout.helpers import (
+        PROMPTS,
+        hf_greedy_reference,
+        load_model,
+        load_tokenizer,
+        make_prompts,
+        model_config,
+        rollout_config,
+    )
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    if dist.is_initialized():
+        pytest.skip("needs its own 1-rank process group")
+    path = tiny_model_path("llama")
+    tokenizer = load_tokenizer(path)
+    plain = load_model(path).eval()
+    expected = hf_greedy_reference(plain, tokenizer, PROMPTS, max_new_tokens=8)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        sharded = load_model(path)
+        sharded.load_state_dict(plain.state_dict())
+        for layer in sharded.model.layers:
+            fully_shard(layer)
+        fully_shard(sharded)
+        rollout = HFRollout(rollout_config("hf"), model_config(path), tokenizer, actor_module=sharded)
+        layer_weight = sharded.model.layers[0].mlp.up_proj
+        gathered_after_forward: list[bool] = []
+        forward = rollout._forward
+
+        def recording_forward(*args, **kwargs):
+            logits = forward(*args, **kwargs)
+            gathered_after_forward.append(not isinstance(layer_weight.weight, DTensor))
+            return logits
+
+        rollout._forward = recording_forward
+        prompts = make_prompts(tokenizer, meta_info={"do_sample": False})
+        sharded.eval()
+        unmanaged = rollout.generate_sequences(prompts)
+        assert not any(gathered_after_forward)  # FSDP2 alone reshards after each forward
+        gathered_after_forward.clear()
+        sharded.train()
+        with HFShardingManager(sharded):
+            managed = rollout.generate_sequences(prompts)
+        assert len(gathered_after_forward) == 8 and all(gathered_after_forward)
+        assert sharded.training
+        assert all(isinstance(p, DTensor) for p in sharded.parameters())
+        ids = torch.tensor([[1, 5, 9, 13]])
+        torch.testing.assert_close(sharded(ids).logits, plain(ids).logits, rtol=1e-5, atol=1e-5)
+    finally:
+        dist.destroy_process_group()
+    assert unmanaged.batch["responses"].tolist() == expected
+    assert managed.batch["responses"].tolist() == expected

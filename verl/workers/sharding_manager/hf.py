@@ -2,14 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from verl.workers.sharding_manager.base import BaseShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
 
+def fsdp_modules(module: nn.Module) -> list[nn.Module]:
+    """The FSDP2-sharded modules inside ``module`` (none for a plain module or a torch without FSDP2)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch without FSDP2
+        return []
+    return [sub for sub in module.modules() if isinstance(sub, FSDPModule)]
+
+
+def _reshard_settings(module: nn.Module) -> list[tuple[Any, str, Any]]:
+    """``(object, attribute, value)`` of everything ``FSDPModule.set_reshard_after_forward`` changes, so that it can
+    be put back exactly (the root module's automatic "keep after forward" included). FSDP2's state moved from one
+    parameter group to a list of them across torch versions; both layouts are read."""
+    state = module._get_fsdp_state()
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        single = getattr(state, "_fsdp_param_group", None)
+        groups = [single] if single is not None else []
+    settings = [(group, "post_forward_mesh_info", group.post_forward_mesh_info) for group in groups]
+    if hasattr(state, "_auto_reshard_after_forward"):
+        settings.append((state, "_auto_reshard_after_forward", state._auto_reshard_after_forward))
+    return settings
+
+
 class HFShardingManager(BaseShardingManager):
     """Switches the shared module to eval mode for generation and back to its previous mode afterwards.
+
+    On an FSDP2-sharded module it also keeps the parameters gathered for the whole generation: FSDP2 would otherwise
+    all-gather every layer's parameters in each of the ``R`` decode forwards and free them again after it. The
+    first forward gathers them; on leaving, the module's ``reshard_after_forward`` settings are put back and every
+    module is resharded, so training sees the module as it was. The gathered parameters (in FSDP's ``param_dtype``)
+    stay in memory during generation, as verl's ``hf`` rollout holds its FSDP1 parameters with
+    ``summon_full_params``. Every rank enters and leaves together (the rollout already runs the same number of
+    forwards on every rank).
 
     ``timing_s/update_weights`` is 0: the weights already are the actor's.
     """
@@ -18,13 +52,22 @@ class HFShardingManager(BaseShardingManager):
         super().__init__()
         self.module = module
         self._was_training = module.training
+        self._saved: list[tuple[Any, str, Any]] = []
 
     def enter_rollout_mode(self) -> None:
         self._was_training = self.module.training
         self.module.eval()
+        for sub in fsdp_modules(self.module):
+            self._saved.extend(_reshard_settings(sub))
+            sub.set_reshard_after_forward(False, recurse=False)
         self.metrics["timing_s/update_weights"] = 0.0
         self.metrics.update(memory_metrics("rollout"))
 
     def exit_rollout_mode(self) -> None:
+        for owner, name, value in self._saved:
+            setattr(owner, name, value)
+        self._saved.clear()
+        for sub in fsdp_modules(self.module):
+            sub.reshard()
         self.module.train(self._was_training)
         self.metrics.update(memory_metrics("training"))
