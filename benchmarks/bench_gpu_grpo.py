@@ -276,7 +276,7 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    monitors = _start_gpu_monitors(out, name) if args.gpu_monitor else []
+    monitors = _start_gpu_monitors(out, name) if getattr(args, "gpu_monitor", False) else []  # vlm_grpo has no flag
     try:
         rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
     finally:
