@@ -224,15 +224,38 @@ def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, 
     return peaks
 
 
+def missing_engine(engine: str, env: dict) -> str | None:
+    """Why ``main_ppo`` would not get rollout ``engine`` under ``env`` (None when it would). ``main_ppo`` swaps a
+    missing vLLM for the HF rollout with one printed line, so a run of the wrong engine would report its numbers
+    as vLLM's: session 5's first VLM runs did (no weight sync, no sleep, no placeholder ban)."""
+    if engine not in ("vllm", "sglang"):
+        return None
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({engine!r}) is None)"
+    found = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, timeout=120)
+    if found.returncode == 0:
+        return None
+    return f"{engine} is not importable with PYTHONPATH={env.get('PYTHONPATH', '')!r}: pass its site (--site-{engine})"
+
+
 def run_verl(
-    args, name: str, out: Path, sampler: MemorySampler | None, overrides: list[str] | None = None
+    args,
+    name: str,
+    out: Path,
+    sampler: MemorySampler | None,
+    overrides: list[str] | None = None,
+    engine: str | None = None,
 ) -> list[dict]:
     """One ``main_ppo`` run (``name`` = ``engine[@variant]``) with ``overrides`` (default: this benchmark's
-    workload); returns its per-step records (the file logger's metrics, plus phase memory when ``sampler``)."""
-    engine, variant = split_run(name)
+    workload); returns its per-step records (the file logger's metrics, plus phase memory when ``sampler``).
+    ``engine`` names the rollout engine whose site goes on the path when ``name`` is not an engine's (a run of
+    another benchmark); a vLLM or SGLang run whose engine is not importable is recorded as an error unrun."""
+    run_engine, variant = split_run(name)
+    engine = engine or run_engine
     metrics_path = out / f"{name}.metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
+    if (missing := missing_engine(engine, env)) is not None:
+        return [{"run": name, "error": missing}]
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
     if overrides is None:
         overrides = workload_overrides(args, engine, variant)
@@ -253,7 +276,7 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    monitors = _start_gpu_monitors(out, name) if args.gpu_monitor else []
+    monitors = _start_gpu_monitors(out, name) if getattr(args, "gpu_monitor", False) else []  # vlm_grpo has no flag
     try:
         rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
     finally:

@@ -43,6 +43,8 @@ from pathlib import Path
 from benchmarks.bench_gpu_grpo import BREAKDOWN, MemorySampler, _card, _fmt, _site_path, prepare_model, run_verl
 
 RUN = "vlm_grpo"
+ENGINE = "vllm"
+"""The rollout engine: its site goes on main_ppo's path (without it main_ppo falls back to the HF rollout)."""
 MEMORY_PHASES = ("gen", "old_log_prob", "ref", "update_actor", "step")
 DEFAULT_BATCH = {"cuda": (32, 4, 64), "cpu": (4, 2, 16)}
 """Prompts per step, samples per prompt, response tokens per device (the CPU batch is the CPU test's)."""
@@ -91,7 +93,7 @@ def overrides(args, model_path: str, workdir: Path) -> list[str]:
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={args.micro_batch}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={2 * args.micro_batch}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={2 * args.micro_batch}",
-        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.name={ENGINE}",
         f"actor_rollout_ref.rollout.n={args.n}",
         "actor_rollout_ref.rollout.temperature=1.0",
         "actor_rollout_ref.rollout.limit_images=1",
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         if sampler is not None:
             sampler.__enter__()
         try:
-            records = run_verl(args, RUN, out, sampler, overrides(args, model, workdir))
+            records = run_verl(args, RUN, out, sampler, overrides(args, model, workdir), engine=ENGINE)
         finally:
             if sampler is not None:
                 sampler.__exit__(None, None, None)

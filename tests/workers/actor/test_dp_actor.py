@@ -328,3 +328,39 @@ def test_on_policy_old_log_probs_from_the_update_match_the_recomputed_pass(setup
         clear = grad.abs() > 100 * EPS  # where Adam's first step is lr * sign(g), far from rounding
         torch.testing.assert_close(from_update["params"][name][clear], expected[clear], atol=PARAM_ATOL, rtol=0)
     assert "ppo_epochs=2" in per_rank[0]["off_policy_error"]
+
+
+def test_a_vision_placeholder_in_a_response_fails_naming_row_and_id(tmp_path):
+    """A response holding ``<|image_pad|>`` (no image behind it) fails before the model runs, naming the row, the
+    response position and the id, for the log-prob pass and the update alike; transformers would otherwise stop with
+    "Image features and image tokens do not match, tokens: 289, features: 288" (issue 21, session 5's GPU run)."""
+    from transformers import AutoModelForImageTextToText
+
+    from tests.support.models import tiny_vlm_path
+    from tests.support.vision import shapes_rows, vision_prompts, with_responses
+    from verl.utils import hf_processor
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+    from verl.workers.config.actor import FSDPActorConfig
+
+    path = tiny_vlm_path("qwen2_vl")
+    processor = hf_processor(path)
+    batch = with_responses(vision_prompts(processor, shapes_rows(3), tmp_path), 6, vocab=1000)
+    image = processor.image_token_id
+    assert image >= 1000  # the random responses hold no placeholder of their own
+    batch.batch["responses"][2, 0] = image  # position 0 is inside every response (lengths 1..6)
+    batch.batch["input_ids"][2, -6] = image
+    batch.batch["advantages"] = torch.zeros_like(batch.batch["response_mask"], dtype=torch.float32)
+    batch.meta_info["micro_batch_size"] = 3
+    module = AutoModelForImageTextToText.from_pretrained(path)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.0)
+    config = FSDPActorConfig(ppo_mini_batch_size=3, ppo_micro_batch_size_per_gpu=3, ppo_epochs=1)
+    actor = DataParallelPPOActor(config, module, optimizer, use_remove_padding=True)
+    expected = f"response of row 2 holds the vision placeholder id {image} at response position 0"
+    with pytest.raises(ValueError, match=expected):
+        actor.compute_log_prob(batch)
+    with pytest.raises(ValueError, match=expected):
+        actor.update_policy(batch)
+    batch.batch["responses"][2, 0] = 0
+    batch.batch["input_ids"][2, -6] = 0
+    log_probs, _ = actor.compute_log_prob(batch)  # without it the same batch goes through
+    assert torch.isfinite(log_probs).all()

@@ -15,9 +15,10 @@ from verl.workers.config.rollout import RolloutConfig
 RESPONSE_LENGTH = 6
 
 
-def _config(name: str) -> RolloutConfig:
+def _config(name: str, mode: str = "sync") -> RolloutConfig:
     return RolloutConfig(
         name=name,
+        mode=mode,
         prompt_length=64,
         response_length=RESPONSE_LENGTH,
         dtype="float32",
@@ -121,16 +122,12 @@ def test_hf_rollout_with_images(vlm):
     assert diff.abs().max().item() < 1e-4
 
 
-def test_vllm_rollout_never_samples_vision_placeholders(vlm):
-    """A response holding ``<|image_pad|>``/``<|video_pad|>`` has no image features behind it and breaks the
-    training forward (issue 21). The actor here is pushed to favour them: every (tied) embedding row is zero but
-    the image row ``30 u`` and the video row ``-30 u``, so one of the two has logit ``30 |h . u|`` against 0 for
-    every other token; without the ban most sampled tokens are placeholders."""
+def _favouring_placeholders(actor, processor):
+    """A copy of ``actor`` pushed to favour the placeholders: every (tied) embedding row is zero but the image row
+    ``30 u`` and the video row ``-30 u``, so one of the two has logit ``30 |h . u|`` against 0 for every other
+    token; without a ban most sampled tokens are placeholders."""
     import copy
 
-    from verl.workers.rollout import build_rollout
-
-    path, processor, actor, prompts = vlm
     actor = copy.deepcopy(actor)
     image, video = processor.image_token_id, actor.config.video_token_id
     generator = torch.Generator().manual_seed(3)
@@ -142,12 +139,49 @@ def test_vllm_rollout_never_samples_vision_placeholders(vlm):
         embedding.zero_()
         embedding[image], embedding[video] = 30 * direction, -30 * direction
     assert actor.get_output_embeddings().weight.data_ptr() == embedding.data_ptr()  # tied: the head favours them
-    rollout, manager = build_rollout(_config("vllm"), HFModelConfig(path=path), processor.tokenizer, actor)
+    return actor, torch.tensor([image, video])
+
+
+@pytest.mark.parametrize("name", ["vllm", "hf"])
+def test_rollout_never_samples_vision_placeholders(vlm, name):
+    """A response holding ``<|image_pad|>``/``<|video_pad|>`` has no image features behind it and breaks the
+    training forward (issue 21; session 5's GPU run, on the HF rollout: "Image features and image tokens do not
+    match, tokens: 289, features: 288"). The actor favours them (``_favouring_placeholders``)."""
+    from verl.workers.rollout import build_rollout
+
+    path, processor, actor, prompts = vlm
+    actor, placeholders = _favouring_placeholders(actor, processor)
+    rollout, manager = build_rollout(_config(name), HFModelConfig(path=path), processor.tokenizer, actor)
     try:
         with manager:
             output = rollout.generate_sequences(prompts)
     finally:
-        rollout.shutdown()
+        if hasattr(rollout, "shutdown"):
+            rollout.shutdown()
     responses = output.batch["responses"][output.batch["response_mask"].bool()]
     assert responses.numel() > 0
-    assert not torch.isin(responses, torch.tensor([image, video])).any()
+    assert not torch.isin(responses, placeholders).any()
+
+
+def test_async_vllm_server_never_samples_vision_placeholders(vlm):
+    """The async server (agent loops) bans them too; its requests are token ids, here a text-only prompt."""
+    from verl.workers.rollout import build_rollout
+    from verl.workers.rollout.async_server import get_async_server_class
+
+    path, processor, actor, _ = vlm
+    actor, placeholders = _favouring_placeholders(actor, processor)
+    rollout, manager = build_rollout(_config("vllm", "async"), HFModelConfig(path=path), processor.tokenizer, actor)
+    server = get_async_server_class("vllm")(rollout)
+    prompt = processor.tokenizer("How many shapes are there?").input_ids
+    try:
+        with manager:
+            server.start()
+            try:
+                outputs = [server.generate(prompt, {"temperature": 1.0, "max_tokens": 8}, f"r{i}") for i in range(4)]
+            finally:
+                server.stop()
+    finally:
+        rollout.shutdown()
+    tokens = torch.tensor([token for output in outputs for token in output.token_ids])
+    assert tokens.numel() > 0
+    assert not torch.isin(tokens, placeholders).any()

@@ -53,7 +53,12 @@ from verl.workers.engine.micro_batches import (
     plan_micro_batches,
     token_budget,
 )
-from verl.workers.engine.multimodal_inputs import micro_batch_multi_modal_inputs, with_row_index
+from verl.workers.engine.multimodal_inputs import (
+    check_response_placeholders,
+    micro_batch_multi_modal_inputs,
+    with_row_index,
+)
+from verl.workers.rollout.sampling import vision_placeholder_bias
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
 MULTI_MODAL_KEY = "multi_modal_inputs"
@@ -101,6 +106,16 @@ class DataParallelPPOActor(BasePPOActor):
             check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
+    def _check_placeholders(self, data: DataProto) -> None:
+        """A multimodal batch whose responses hold an image/video placeholder id fails here, naming the row, instead
+        of inside transformers' forward (:func:`check_response_placeholders`)."""
+        if MULTI_MODAL_KEY not in data.non_tensor_batch:
+            return
+        responses = data.batch["responses"]
+        config = getattr(self.actor_module, "config", None)
+        response_mask = data.batch["attention_mask"][:, -responses.shape[-1] :]
+        check_response_placeholders(responses, response_mask, sorted(vision_placeholder_bias(config)))
+
     def _entropy_fn(self):
         """None: the entropy comes with the log-probs, a chunk of rows at a time, its backward recomputing each
         chunk (:mod:`verl.utils.chunked_logprobs`), which is what ``entropy_from_logits_with_chunking`` asks for.
@@ -155,6 +170,7 @@ class DataParallelPPOActor(BasePPOActor):
         self.actor_module.eval()
         meta = data.meta_info
         temperature = meta.get("temperature", 1.0)
+        self._check_placeholders(data)
         data = data.select(batch_keys=MODEL_INPUT_KEYS)
         multi_modal_rows = data.non_tensor_batch.get(MULTI_MODAL_KEY)
         plan = plan_micro_batches(
@@ -209,6 +225,7 @@ class DataParallelPPOActor(BasePPOActor):
         config = self.config
         self.actor_module.train()
         temperature = data.meta_info.get("temperature", 1.0)
+        self._check_placeholders(data)
         data = data.select(
             batch_keys=self._update_keys(data),
             non_tensor_batch_keys=[MULTI_MODAL_KEY] if MULTI_MODAL_KEY in data.non_tensor_batch else [],

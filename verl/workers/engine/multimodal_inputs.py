@@ -48,3 +48,28 @@ def micro_batch_multi_modal_inputs(
     if inputs is None or device is None:
         return inputs
     return {key: value.to(device) for key, value in inputs.items()}
+
+
+def check_response_placeholders(
+    responses: torch.Tensor, response_mask: torch.Tensor, placeholder_ids: Sequence[int]
+) -> None:
+    """Fail, naming the row, position and id, when a response ``(bs, R)`` holds an image/video placeholder id
+    within ``response_mask (bs, R)``.
+
+    Such a token has no image features behind it: the model's forward would stop with transformers' "Image features
+    and image tokens do not match" (issue 21: session 5's GPU run, whose HF rollout did not ban them yet). Every
+    rollout bans them (``vision_placeholder_bias``); this names the culprit when one still gets through."""
+    if not placeholder_ids or responses.numel() == 0:
+        return
+    ids = torch.as_tensor(list(placeholder_ids), device=responses.device)
+    bad = torch.isin(responses, ids) & response_mask.bool()
+    if not bool(bad.any()):
+        return
+    row, position = (int(v) for v in torch.nonzero(bad)[0])
+    raise ValueError(
+        f"response of row {row} holds the vision placeholder id {int(responses[row, position])} at response position "
+        f"{position} ({int(bad.sum())} such tokens in the batch): it has no image behind it, so the model cannot "
+        "take it. The rollout must never sample the model's image_token_id/video_token_id (the vllm and hf rollouts "
+        "ban them: verl.workers.rollout.sampling.vision_placeholder_bias); an engine or server that does not needs "
+        "that ban"
+    )

@@ -22,7 +22,12 @@ from verl.workers.engine.multimodal_inputs import collate_multi_modal_inputs
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.batch import assemble_output, check_prompts
 from verl.workers.rollout.registry import register_rollout
-from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
+from verl.workers.rollout.sampling import (
+    SamplingSettings,
+    resolve_sampling,
+    resolve_special_ids,
+    vision_placeholder_bias,
+)
 
 if TYPE_CHECKING:
     from verl.workers.config.model import ModelSourceConfig
@@ -112,6 +117,9 @@ class HFRollout(BaseRollout):
         self.vocab_size = len(tokenizer) if tokenizer is not None else text_config.vocab_size
         self.vocab_size = min(self.vocab_size, text_config.vocab_size)
         self.max_model_len = config.max_model_len or getattr(text_config, "max_position_embeddings", None)
+        self.banned_token_ids = sorted(vision_placeholder_bias(hf_config))
+        """Never sampled: a vision-language model's image/video placeholder ids (``vision_placeholder_bias``; the
+        vLLM rollout biases them by -100, here they are masked outright)."""
 
     def _hf_config(self):
         module = self.module
@@ -227,6 +235,8 @@ class HFRollout(BaseRollout):
         )
         next_position = positions[..., -1:] + 1
         for step in range(response_length):
+            if self.banned_token_ids:
+                logits[:, self.banned_token_ids] = float("-inf")
             tokens, token_log_probs = sample_next_token(logits, settings)
             alive = ~done
             tokens = torch.where(alive, tokens, settings.pad_token_id)

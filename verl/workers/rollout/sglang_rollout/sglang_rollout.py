@@ -25,12 +25,35 @@ from verl.workers.rollout.process_group import (
     tensor_parallel_layout,
 )
 from verl.workers.rollout.registry import register_rollout
-from verl.workers.rollout.sampling import SamplingSettings, resolve_sampling, resolve_special_ids
+from verl.workers.rollout.sampling import (
+    SamplingSettings,
+    resolve_sampling,
+    resolve_special_ids,
+    vision_placeholder_bias,
+)
 from verl.workers.rollout.sglang_rollout.engine_args import build_engine_kwargs, group_visible_devices
 
 if TYPE_CHECKING:
     from verl.workers.config.model import ModelSourceConfig
     from verl.workers.config.rollout import RolloutConfig
+
+
+def sglang_sampling_params(settings: SamplingSettings, ignore_eos: bool, hf_config: Any) -> dict[str, Any]:
+    """SGLang's sampling parameters for one batch (temperature 0 is greedy there too). A vision-language model's
+    image/video placeholder ids are never sampled: ``logit_bias`` (SGLang keys it by the token id as a string and
+    adds it to the logits) of ``PLACEHOLDER_BIAS``, as the vLLM rollouts do."""
+    params = {
+        "max_new_tokens": settings.response_length,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k if settings.top_k > 0 else -1,
+        "stop_token_ids": [] if ignore_eos else list(settings.eos_token_ids),
+        "ignore_eos": ignore_eos,
+    }
+    bias = vision_placeholder_bias(hf_config)
+    if bias:
+        params["logit_bias"] = {str(token): value for token, value in bias.items()}
+    return params
 
 
 def _model_path(model_config: ModelSourceConfig) -> str:
@@ -120,16 +143,7 @@ class SGLangRollout(BaseRollout):
         return FSDPSGLangShardingManager(module=actor_module, rollout=self)
 
     def sampling_params(self, settings: SamplingSettings) -> dict[str, Any]:
-        """SGLang's sampling parameters for one batch (temperature 0 is greedy there too)."""
-        ignore_eos = bool(self.config.ignore_eos)
-        return {
-            "max_new_tokens": settings.response_length,
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "top_k": settings.top_k if settings.top_k > 0 else -1,
-            "stop_token_ids": [] if ignore_eos else list(settings.eos_token_ids),
-            "ignore_eos": ignore_eos,
-        }
+        return sglang_sampling_params(settings, bool(self.config.ignore_eos), self.hf_config)
 
     def _engine_generate(self, rows: list[list[int]], settings: SamplingSettings, with_log_probs: bool):
         """Token rows and per-token log-probs (None when not asked) of ``n`` samples per prompt, prompt-major.

@@ -28,7 +28,7 @@ from verl.workers.rollout.async_server import (
     check_sampling_params,
     register_async_server,
 )
-from verl.workers.rollout.sampling import resolve_special_ids
+from verl.workers.rollout.sampling import resolve_special_ids, vision_placeholder_bias
 
 
 def _tp_group() -> tuple[int, int, Any, int]:
@@ -51,6 +51,8 @@ class AsyncvLLMServer(AsyncRolloutServer):
         self.eos_token_ids, _ = resolve_special_ids({}, rollout.tokenizer, rollout.generation_eos)
         self.max_model_len = int(rollout.max_model_len)
         self.ignore_eos = rollout.config.ignore_eos
+        self.logit_bias = vision_placeholder_bias(rollout.hf_config) or None
+        """A vision-language model's image/video placeholder ids, never sampled (as in the sync rollout)."""
         self._condition = threading.Condition()
         self._inbox: list[tuple[str, list[int], Any]] = []
         self._futures: dict[str, Future] = {}
@@ -89,7 +91,8 @@ class AsyncvLLMServer(AsyncRolloutServer):
 
     def sampling_params(self, sampling_params: dict[str, Any], prompt_length: int):
         """``vllm.SamplingParams`` of one turn: the agent loop's values, EOS stops, the engine log-prob of each
-        sampled token (unless ``logprobs`` is False), and at most ``max_model_len - prompt_length`` new tokens."""
+        sampled token (unless ``logprobs`` is False), at most ``max_model_len - prompt_length`` new tokens, and a
+        vision-language model's placeholder ids banned (``logit_bias``)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -108,6 +111,7 @@ class AsyncvLLMServer(AsyncRolloutServer):
             stop_token_ids=[] if self.ignore_eos else list(self.eos_token_ids),
             ignore_eos=self.ignore_eos,
             logprobs=0 if sampling_params.get("logprobs", True) else None,
+            logit_bias=self.logit_bias,
             detokenize=False,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )

