@@ -18,14 +18,11 @@ def test_switches_to_eval_and_restores_mode():
         assert {"perf/rollout_memory_gb", "perf/training_memory_gb"} <= set(manager.metrics)
 
 
-def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after():
+def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after(monkeypatch):
     """On an FSDP2 module the manager keeps the parameters gathered from the first decode forward to the last (FSDP2
     would reshard them after every forward and gather them again in the next, a collective per layer and token on
     more than one rank), generates what the plain module generates, and leaves the module sharded, in training
     mode, computing what the plain module computes."""
-    import os
-    import socket
-
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
@@ -40,6 +37,7 @@ def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after()
         model_config,
         rollout_config,
     )
+    from verl.utils.distributed import free_port
     from verl.workers.rollout.hf_rollout import HFRollout
 
     if dist.is_initialized():
@@ -48,10 +46,8 @@ def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after()
     tokenizer = load_tokenizer(path)
     plain = load_model(path).eval()
     expected = hf_greedy_reference(plain, tokenizer, PROMPTS, max_new_tokens=8)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     try:
         sharded = load_model(path)
