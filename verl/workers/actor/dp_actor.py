@@ -58,7 +58,7 @@ from verl.workers.engine.multimodal_inputs import (
     micro_batch_multi_modal_inputs,
     with_row_index,
 )
-from verl.workers.rollout.sampling import vision_placeholder_bias
+from verl.workers.rollout.sampling import vision_placeholder_ids
 
 MODEL_INPUT_KEYS = ["responses", "input_ids", "attention_mask", "position_ids"]
 MULTI_MODAL_KEY = "multi_modal_inputs"
@@ -114,7 +114,7 @@ class DataParallelPPOActor(BasePPOActor):
         responses = data.batch["responses"]
         config = getattr(self.actor_module, "config", None)
         response_mask = data.batch["attention_mask"][:, -responses.shape[-1] :]
-        check_response_placeholders(responses, response_mask, sorted(vision_placeholder_bias(config)))
+        check_response_placeholders(responses, response_mask, vision_placeholder_ids(config))
 
     def _entropy_fn(self):
         """None: the entropy comes with the log-probs, a chunk of rows at a time, its backward recomputing each

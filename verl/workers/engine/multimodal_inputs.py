@@ -58,7 +58,7 @@ def check_response_placeholders(
 
     Such a token has no image features behind it: the model's forward would stop with transformers' "Image features
     and image tokens do not match" (issue 21: session 5's GPU run, whose HF rollout did not ban them yet). Every
-    rollout bans them (``vision_placeholder_bias``); this names the culprit when one still gets through."""
+    rollout bans them (``vision_placeholder_ids``); this names the culprit when one still gets through."""
     if not placeholder_ids or responses.numel() == 0:
         return
     ids = torch.as_tensor(list(placeholder_ids), device=responses.device)
@@ -69,7 +69,7 @@ def check_response_placeholders(
     raise ValueError(
         f"response of row {row} holds the vision placeholder id {int(responses[row, position])} at response position "
         f"{position} ({int(bad.sum())} such tokens in the batch): it has no image behind it, so the model cannot "
-        "take it. The rollout must never sample the model's image_token_id/video_token_id (the vllm and hf rollouts "
-        "ban them: verl.workers.rollout.sampling.vision_placeholder_bias); an engine or server that does not needs "
-        "that ban"
+        "take it. The rollout must never sample the model's image_token_id/video_token_id (the hf, vllm and sglang "
+        "rollouts ban them: verl.workers.rollout.sampling.vision_placeholder_ids); an engine or server that does not "
+        "needs that ban"
     )

@@ -26,7 +26,7 @@ from verl.workers.rollout.sampling import (
     SamplingSettings,
     resolve_sampling,
     resolve_special_ids,
-    vision_placeholder_bias,
+    vision_placeholder_ids,
 )
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ class HFRollout(BaseRollout):
         self.vocab_size = len(tokenizer) if tokenizer is not None else text_config.vocab_size
         self.vocab_size = min(self.vocab_size, text_config.vocab_size)
         self.max_model_len = config.max_model_len or getattr(text_config, "max_position_embeddings", None)
-        self.banned_token_ids = sorted(vision_placeholder_bias(hf_config))
-        """Never sampled: a vision-language model's image/video placeholder ids (``vision_placeholder_bias``; the
+        self.banned_token_ids = vision_placeholder_ids(hf_config)
+        """Never sampled: a vision-language model's image/video placeholder ids (``vision_placeholder_ids``; the
         vLLM rollout biases them by -100, here they are masked outright)."""
 
     def _hf_config(self):

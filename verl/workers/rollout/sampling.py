@@ -111,5 +111,11 @@ def vision_placeholder_bias(hf_config: Any) -> dict[int, float]:
     A placeholder in a response has no image features behind it: the training forward then fails in
     transformers ("Image features and image tokens do not match", verl-project/verl#3469). A random-weight
     Qwen2-VL samples them at ~2/151936 per token (issue 21), a trained one rarely, so the rollout bans them."""
+    return {token: PLACEHOLDER_BIAS for token in vision_placeholder_ids(hf_config)}
+
+
+def vision_placeholder_ids(hf_config: Any) -> list[int]:
+    """A vision-language model's image/video placeholder token ids (``image_token_id``, ``video_token_id``), sorted;
+    ``[]`` for a text model. What every rollout bans and the actor refuses in a response."""
     ids = (getattr(hf_config, name, None) for name in ("image_token_id", "video_token_id"))
-    return {int(token): PLACEHOLDER_BIAS for token in ids if token is not None}
+    return sorted({int(token) for token in ids if token is not None})
