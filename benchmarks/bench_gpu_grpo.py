@@ -21,6 +21,16 @@ Usage (on the device machine, after ``benchmarks/gpu/stage.sh``'s install; see b
     python -m benchmarks.bench_gpu_grpo --out $OUT --data .carry_gpu14/data [--runs vllm,sglang,hf,trl,...]
         [--steps 6] [--training fast|plain] [--override actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 ...]
         [--runs sglang,sglang@eager --variant eager=actor_rollout_ref.actor.use_torch_compile=False,...]
+        [--lanes "0=vllm,standalone-vllm;1=sglang,standalone-sglang;2=hf;3=trl"]
+
+``--lanes`` spreads the runs over the GPUs of a multi-GPU machine, one lane per GPU, all lanes at once, each lane's
+runs one after the other on its GPU alone (``CUDA_VISIBLE_DEVICES``), so that a table that takes longer than one
+device call sequentially still comes out of one call and one command. Put an engine's loop run and its standalone
+run in the same lane: that ratio is then measured on one card.
+
+Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run; a
+run whose variant is named ``pyspy...`` runs under ``py-spy record --subprocesses`` (``--py-spy``), which writes
+the sampled Python stacks of the trainer, its Ray workers and the engine's scheduler to ``<run>.pyspy.txt``.
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -126,16 +136,17 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
 class MemorySampler:
     """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used).
 
-    The device is the first of ``CUDA_VISIBLE_DEVICES`` (NVML numbers GPUs as the host does). Sampling is not free:
+    The device is ``device`` (a lane's GPU), else the first of ``CUDA_VISIBLE_DEVICES`` (NVML numbers GPUs as the
+    host does). Sampling is not free:
     every 10 ms it slowed the colocated SGLang engine's decode by about a third (``benchmarks.gpu.sglang_gap``), so
     the timed runs sample every ``--memory-sample-ms`` (0: not at all)."""
 
-    def __init__(self, interval: float = 0.01) -> None:
+    def __init__(self, interval: float = 0.01, device: str | None = None) -> None:
         import pynvml
 
         pynvml.nvmlInit()
         self._nvml = pynvml
-        first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+        first = device if device is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
@@ -244,22 +255,28 @@ def run_verl(
     sampler: MemorySampler | None,
     overrides: list[str] | None = None,
     engine: str | None = None,
+    gpu: str | None = None,
 ) -> list[dict]:
     """One ``main_ppo`` run (``name`` = ``engine[@variant]``) with ``overrides`` (default: this benchmark's
     workload); returns its per-step records (the file logger's metrics, plus phase memory when ``sampler``).
     ``engine`` names the rollout engine whose site goes on the path when ``name`` is not an engine's (a run of
-    another benchmark); a vLLM or SGLang run whose engine is not importable is recorded as an error unrun."""
+    another benchmark); a vLLM or SGLang run whose engine is not importable is recorded as an error unrun. ``gpu``
+    (a lane's GPU) becomes the run's ``CUDA_VISIBLE_DEVICES``."""
     run_engine, variant = split_run(name)
     engine = engine or run_engine
     metrics_path = out / f"{name}.metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     if (missing := missing_engine(engine, env)) is not None:
         return [{"run": name, "error": missing}]
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
     if overrides is None:
         overrides = workload_overrides(args, engine, variant)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+    if variant is not None and variant.startswith("pyspy"):
+        command = _py_spy(args, out / f"{name}.pyspy.txt") + command
     arrivals: dict[int, float] = {}
     done = threading.Event()
 
@@ -276,15 +293,15 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    monitors = _start_gpu_monitors(out, name) if getattr(args, "gpu_monitor", False) else []  # vlm_grpo has no flag
+    device = gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    monitors = _start_gpu_monitors(out, name, device) if getattr(args, "gpu_monitor", False) else []  # not vlm_grpo's
     try:
         rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
     finally:
         done.set()
         watcher.join()
         for monitor in monitors:
-            monitor.terminate()
-            monitor.wait(timeout=10)
+            _stop_group(monitor)
     records = []
     if metrics_path.exists():
         for index, line in enumerate(metrics_path.read_text().splitlines()):
@@ -298,24 +315,69 @@ def run_verl(
     return records
 
 
-def _start_gpu_monitors(out: Path, name: str) -> list[subprocess.Popen]:
-    """``nvidia-smi pmon`` (SM and memory-bandwidth use per process: does the training process's context run
-    kernels while the engine generates?) and ``dmon`` (power, clocks, use) once a second on the run's GPU, into
-    ``<name>.pmon.log`` / ``<name>.dmon.log`` (kept in logs.tar.gz). Once a second costs nothing measurable, unlike
-    the 10 ms memory sampler."""
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+TOP_LINES = 40
+"""Lines of each ``top`` frame kept: the summary and the busiest processes."""
+
+
+def _start_gpu_monitors(out: Path, name: str, device: str) -> list[subprocess.Popen]:
+    """Once a second, into ``<name>.{pmon,dmon,top}.log`` (kept in logs.tar.gz): ``nvidia-smi pmon`` (SM and
+    memory-bandwidth use per process on GPU ``device``: does the training process's context run kernels while the
+    engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
+    is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
+    memory sampler. Each monitor is its own process group (:func:`_stop_group`)."""
+    commands = {
+        "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
+        "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
+        "top": ["bash", "-c", f"top -b -d 1 -c -w 250 | awk '/^top -/{{n=0}} n++<{TOP_LINES}'"],
+    }
     monitors = []
-    for tool, selection in (("pmon", "um"), ("dmon", "pucm")):
+    for tool, command in commands.items():
         sink = open(out / f"{name}.{tool}.log", "w")  # noqa: SIM115 - closed with the process
-        command = ["nvidia-smi", tool, "-i", device, "-d", "1", "-s", selection, "-o", "T"]
-        monitors.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT))
+        monitors.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True))
         sink.close()  # the child holds its own descriptor
     return monitors
 
 
-def run_json_lines(args, name: str, module: str, extra: list[str], engine: str | None, out: Path) -> list[dict]:
+def _stop_group(process: subprocess.Popen) -> None:
+    """Stop ``process`` and everything in its process group (``top | awk`` is two processes under bash)."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def _py_spy(args, output: Path) -> list[str]:
+    """The ``py-spy record`` prefix of a profiled run: every process the run starts (trainer, Ray workers, the
+    engine's scheduler and detokenizer) sampled 100 times a second without pausing them (``--nonblocking``), as
+    collapsed stacks with each process's pid and command line at the root (``--format raw``)."""
+    return [
+        args.py_spy,
+        "record",
+        "--subprocesses",
+        "--nonblocking",
+        "--rate",
+        "100",
+        "--format",
+        "raw",
+        "--output",
+        str(output),
+        "--",
+    ]
+
+
+def run_json_lines(
+    args, name: str, module: str, extra: list[str], engine: str | None, out: Path, gpu: str | None = None
+) -> list[dict]:
     """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines."""
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
     env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
     command = [sys.executable, "-m", module, "--model", args.model, "--data", str(Path(args.data) / "train.parquet")]
@@ -400,7 +462,7 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
         peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
         cells = [
-            name,
+            name + (f" (GPU {s['gpu']})" if "gpu" in s else ""),
             _fmt(s.get("step_s")),
             speedup,
             _fmt(s.get("gen")),
@@ -431,6 +493,49 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             + (f" failed: {s['error']}" if "error" in s else "")
         )
     return "\n".join(lines) + "\n"
+
+
+def parse_lanes(spec: str) -> dict[str, list[str]]:
+    """``"0=vllm,standalone-vllm;1=sglang"`` -> ``{"0": ["vllm", "standalone-vllm"], "1": ["sglang"]}``."""
+    lanes: dict[str, list[str]] = {}
+    for part in (p.strip() for p in spec.split(";")):
+        if not part:
+            continue
+        gpu, sep, names = part.partition("=")
+        runs = [n.strip() for n in names.split(",") if n.strip()]
+        if not sep or not gpu.strip().isdigit() or not runs:
+            raise ValueError(f"--lanes: {part!r} is not GPU=run,run (e.g. 0=vllm,standalone-vllm)")
+        if gpu.strip() in lanes:
+            raise ValueError(f"--lanes: GPU {gpu.strip()} has two lanes; list its runs in one")
+        lanes[gpu.strip()] = runs
+    if not lanes:
+        raise ValueError("--lanes is empty")
+    return lanes
+
+
+def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str | None) -> tuple[list[dict], dict]:
+    """One run of the table (a verl engine, a standalone engine or TRL) on ``gpu``: its records and summary."""
+    begin = time.perf_counter()
+    print(f"[bench] {name}: start" + (f" on GPU {gpu}" if gpu is not None else ""), flush=True)
+    if split_run(name)[0] in VERL_ENGINES:
+        records = run_verl(args, name, out, sampler, gpu=gpu)
+        summary = summarize_verl(records)
+    elif name.startswith("standalone-"):
+        engine = name.split("-", 1)[1]
+        extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+        records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
+        summary = next((dict(r) for r in records if "tokens_per_s" in r), {})
+    else:
+        extra = ["--steps", str(args.steps)]
+        records = run_json_lines(args, name, "benchmarks.gpu.trl_grpo", extra, None, out, gpu)
+        summary = next((dict(r) for r in records if r.get("summary")), {})
+    errors = [r["error"] for r in records if "error" in r]
+    if errors:
+        summary["error"] = errors[-1]
+    summary.update(run=name, wall_s=time.perf_counter() - begin)
+    if gpu is not None:
+        summary["gpu"] = gpu
+    return records, summary
 
 
 def _card() -> str:
@@ -482,6 +587,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="NAME=key=value,key=value: overrides of the runs named ENGINE@NAME in --runs (repeatable)",
     )
+    parser.add_argument(
+        "--lanes",
+        default=None,
+        help="GPU=run,run;GPU=run,...: one lane per GPU, lanes at once, runs of a lane in turn (replaces --runs)",
+    )
+    parser.add_argument("--py-spy", default="py-spy", help="py-spy executable for runs of a pyspy* variant")
     parser.add_argument("--site-vllm", default="/tmp/site-vllm")
     parser.add_argument("--site-sglang", default="/tmp/site-sglang")
     parser.add_argument("--site-common", default="/tmp/site-common")
@@ -495,7 +606,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = [r for r in args.runs.split(",") if r]
+    try:
+        lanes = parse_lanes(args.lanes) if args.lanes else {None: [r for r in args.runs.split(",") if r]}
+    except ValueError as error:
+        parser.error(str(error))
+    runs = [name for lane in lanes.values() for name in lane]
     args.variants = {}
     for spec in args.variant:
         name, _, overrides = spec.partition("=")
@@ -505,40 +620,41 @@ def main(argv: list[str] | None = None) -> int:
     unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[0] not in VERL_ENGINES}
     if unknown:
         parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (verl engines may take @VARIANT)")
+    if len(set(runs)) != len(runs):
+        parser.error(f"a run is named twice in {runs}: each run's files are named after it")
     started = time.perf_counter()
     args.model = args.model or prepare_model(args)
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
     summaries: dict[str, dict] = {}
     results_path = out / "results.jsonl"
-    sampling = MemorySampler(args.memory_sample_ms / 1000) if args.memory_sample_ms > 0 else contextlib.nullcontext()
-    with sampling as sampler, open(results_path, "a") as results:
-        for name in runs:
-            begin = time.perf_counter()
-            print(f"[bench] {name}: start", flush=True)
-            if split_run(name)[0] in VERL_ENGINES:
-                records = run_verl(args, name, out, sampler)
-                summary = summarize_verl(records)
-            elif name.startswith("standalone-"):
-                engine = name.split("-", 1)[1]
-                extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
-                records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out)
-                summary = next((dict(r) for r in records if "tokens_per_s" in r), {})
-            else:
-                extra = ["--steps", str(args.steps)]
-                records = run_json_lines(args, name, "benchmarks.gpu.trl_grpo", extra, None, out)
-                summary = next((dict(r) for r in records if r.get("summary")), {})
-            errors = [r["error"] for r in records if "error" in r]
-            if errors:
-                summary["error"] = errors[-1]
-            summary.update(run=name, wall_s=time.perf_counter() - begin)
-            summaries[name] = summary
-            for record in records:
-                results.write(json.dumps(record) + "\n")
-            results.write(json.dumps({"summary": True, **summary}) + "\n")
-            results.flush()
-            print(f"[bench] {name}: {json.dumps(summary)}", flush=True)
+    write_lock = threading.Lock()
+    with open(results_path, "a") as results:
+
+        def lane(gpu: str | None, names: list[str]) -> None:
+            sampling = (
+                MemorySampler(args.memory_sample_ms / 1000, device=gpu)
+                if args.memory_sample_ms > 0
+                else contextlib.nullcontext()
+            )
+            with sampling as sampler:
+                for name in names:
+                    records, summary = run_one(args, name, out, sampler, gpu)
+                    with write_lock:
+                        summaries[name] = summary
+                        for record in records:
+                            results.write(json.dumps(record) + "\n")
+                        results.write(json.dumps({"summary": True, **summary}) + "\n")
+                        results.flush()
+                        print(f"[bench] {name}: {json.dumps(summary)}", flush=True)
+
+        threads = [threading.Thread(target=lane, args=(gpu, names), daemon=True) for gpu, names in lanes.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
-        for log in sorted(out.glob("*.log")) + sorted(out.glob("*.metrics.jsonl")):
+        for log in sorted(out.glob("*.log")) + sorted(out.glob("*.metrics.jsonl")) + sorted(out.glob("*.pyspy.txt")):
             archive.add(log, arcname=log.name)
             log.unlink()
     table = render_table(summaries, _card())

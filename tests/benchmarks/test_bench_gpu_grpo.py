@@ -4,6 +4,7 @@ rollout, and session 5's VLM runs reported HF numbers as vLLM's because the vLLM
 import argparse
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,31 @@ def test_the_vlm_run_puts_the_vllm_site_on_the_path(tmp_path):
     assert path[0] == args.site_vllm
     # the run's own name is not an engine: without engine=ENGINE the vLLM site was left out
     assert args.site_vllm not in bench_gpu_grpo._site_path(args, vlm_grpo.RUN).split(os.pathsep)
+
+
+def test_lanes_parse_into_one_run_list_per_gpu():
+    lanes = bench_gpu_grpo.parse_lanes("0=vllm,standalone-vllm; 1=sglang ;3=trl,hf")
+    assert lanes == {"0": ["vllm", "standalone-vllm"], "1": ["sglang"], "3": ["trl", "hf"]}
+    for bad in ("vllm,sglang", "x=vllm", "0=", "0=vllm;0=hf", ";"):
+        with pytest.raises(ValueError, match="--lanes"):
+            bench_gpu_grpo.parse_lanes(bad)
+
+
+def test_stopping_a_monitor_stops_every_process_of_its_pipeline(tmp_path):
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "pids"
+    monitor = subprocess.Popen(
+        ["bash", "-c", f"sleep 60 | (echo $BASHPID > {pid_file}; sleep 60)"], start_new_session=True
+    )
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    bench_gpu_grpo._stop_group(monitor)
+    assert monitor.returncode is not None
+    time.sleep(0.2)
+    stat = Path(f"/proc/{child}/stat")  # gone, or a zombie left to an init that does not reap
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
