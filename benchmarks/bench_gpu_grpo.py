@@ -74,6 +74,16 @@ FAST_TRAINING = (
 them at their defaults (padded micro-batches of 16/32 sequences, eager)."""
 
 
+ENV_PREFIX = "env:"
+
+
+def variant_env(args, variant: str | None) -> dict[str, str]:
+    """The environment variables a variant sets for its run: its ``env:NAME=VALUE`` entries (for example
+    ``env:RAY_worker_niceness=0``: Ray starts its workers, and so the engines they spawn, at nice 15)."""
+    entries = args.variants.get(variant, []) if variant else []
+    return dict(e[len(ENV_PREFIX) :].split("=", 1) for e in entries if e.startswith(ENV_PREFIX))
+
+
 def split_run(name: str) -> tuple[str, str | None]:
     """``engine@variant`` -> (engine, variant); a plain name has no variant."""
     engine, _, variant = name.partition("@")
@@ -92,7 +102,8 @@ def merge_overrides(*groups) -> list[str]:
 
 def workload_overrides(args, engine: str, variant: str | None = None) -> list[str]:
     """``main_ppo`` overrides of the benchmark workload for ``rollout.name=engine``, then ``--training``'s, then
-    ``--override``s, then ``variant``'s (``--variant NAME=key=value,key=value``); later keys win."""
+    ``--override``s, then ``variant``'s (``--variant NAME=key=value,key=value``); later keys win. A variant's
+    ``env:NAME=VALUE`` entries are environment variables of the run (:func:`variant_env`), not overrides."""
     data = Path(args.data)
     overrides = [
         "algorithm.adv_estimator=grpo",
@@ -129,7 +140,7 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
         "trainer.save_freq=-1",
     ]
     training = FAST_TRAINING if args.training == "fast" else ()
-    extra = args.variants.get(variant, []) if variant else []
+    extra = [o for o in args.variants.get(variant, []) if not o.startswith(ENV_PREFIX)] if variant else []
     return merge_overrides(overrides, training, args.override, extra)
 
 
@@ -269,6 +280,8 @@ def run_verl(
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    if hasattr(args, "variants"):  # vlm_grpo's args have none
+        env.update(variant_env(args, variant))
     if (missing := missing_engine(engine, env)) is not None:
         return [{"run": name, "error": missing}]
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
