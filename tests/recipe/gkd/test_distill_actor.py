@@ -61,7 +61,9 @@ def _distill_rank(rank, world, path, batch):
 
     optim = OptimConfig(lr=1e-3)
     config = FSDPActorConfig(ppo_mini_batch_size=BATCH // world, ppo_micro_batch_size_per_gpu=2, optim=optim)
-    engine = FSDPEngine(HFModelConfig(path=path), FSDPEngineConfig(), optim).initialize()
+    engine = FSDPEngine(
+        HFModelConfig(path=path, enable_gradient_checkpointing=False), FSDPEngineConfig(), optim
+    ).initialize()
     distill = SimpleNamespace(loss_type="reverse_kl", beta=0.5, loss_coef=1.0)
     actor = DistillActor(config, engine.module, engine.optimizer, distill)
     return actor.update_policy(rank_share(batch, rank, world))

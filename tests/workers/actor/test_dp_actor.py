@@ -278,7 +278,9 @@ def _on_policy_rank(rank, world, model_path, batch):
     fields = dict(ppo_mini_batch_size=BATCH // world, ppo_micro_batch_size_per_gpu=2, use_kl_loss=True, optim=optim)
     out = {}
     for path in ("recomputed", "from_update"):
-        engine = FSDPEngine(HFModelConfig(path=model_path), FSDPEngineConfig(), optim, role="actor").initialize()
+        engine = FSDPEngine(
+            HFModelConfig(path=model_path, enable_gradient_checkpointing=False), FSDPEngineConfig(), optim, role="actor"
+        ).initialize()
         actor = DataParallelPPOActor(FSDPActorConfig(**fields), engine.module, engine.optimizer)
         tensors = {k: v for k, v in batch.items() if k != "old_log_probs"}
         data = DataProto.from_dict(tensors=tensors, meta_info={"temperature": 1.0}).chunk(world)[rank]

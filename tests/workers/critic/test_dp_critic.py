@@ -23,7 +23,7 @@ def _critic_rank(rank, world, model_path, batch, sp=1):
 
     dp = world // sp
     optim = OptimConfig(lr=1e-3)
-    model_config = CriticModelConfig(path=model_path, use_remove_padding=True)
+    model_config = CriticModelConfig(path=model_path, use_remove_padding=True, enable_gradient_checkpointing=False)
     config = CriticConfig(
         model=model_config,
         optim=optim,

@@ -27,7 +27,7 @@ def _critic_rank(rank, world, model_path, batch, layouts):
     for tp, pp in layouts:
         reset_parallel_state()
         optim = OptimConfig(lr=1e-3)
-        model_config = CriticModelConfig(path=model_path)
+        model_config = CriticModelConfig(path=model_path, enable_gradient_checkpointing=False)
         engine_config = McoreEngineConfig(
             tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, sequence_parallel=False
         )

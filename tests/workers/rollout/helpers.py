@@ -49,7 +49,7 @@ def rollout_config(name: str, **overrides) -> RolloutConfig:
 
 
 def model_config(path: str) -> HFModelConfig:
-    return HFModelConfig(path=path)
+    return HFModelConfig(path=path, enable_gradient_checkpointing=False)
 
 
 def make_prompts(tokenizer, texts: list[str] = PROMPTS, meta_info: dict | None = None) -> DataProto:

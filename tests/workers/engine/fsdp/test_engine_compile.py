@@ -30,7 +30,7 @@ def _compile_rank(rank, world, model_path):
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     def engine(compiled: bool):
-        config = HFModelConfig(path=model_path, use_remove_padding=True)
+        config = HFModelConfig(path=model_path, use_remove_padding=True, enable_gradient_checkpointing=False)
         return FSDPEngine(
             config, FSDPEngineConfig(), OptimConfig(lr=1e-2), role="actor", use_torch_compile=compiled
         ).initialize()

@@ -50,11 +50,16 @@ def _options_rank(rank, world, model_path):
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     batch = rollout_batch(batch_size=4)
-    plain = FSDPEngine(HFModelConfig(path=model_path), FSDPEngineConfig(), OptimConfig(), role="actor").initialize()
+    plain = FSDPEngine(
+        HFModelConfig(path=model_path, enable_gradient_checkpointing=False),
+        FSDPEngineConfig(),
+        OptimConfig(),
+        role="actor",
+    ).initialize()
     options = FSDPEngineConfig(
         wrap_policy=WrapPolicyConfig(min_num_params=32), forward_prefetch=True, offload_policy=True
     )
-    offloaded = HFModelConfig(path=model_path, enable_activation_offload=True)
+    offloaded = HFModelConfig(path=model_path, enable_activation_offload=True, enable_gradient_checkpointing=False)
     tuned = FSDPEngine(offloaded, options, OptimConfig(), role="actor").initialize()
     out = {"plain": _grads(plain, batch), "tuned": _grads(tuned, batch)}
     out["prefetch"] = len(tuned.module.model.layers[0]._get_fsdp_state()._states_to_forward_prefetch)

@@ -21,7 +21,7 @@ def _actor(path: str, use_remove_padding: bool, freeze_vision_tower: bool = Fals
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     engine = FSDPEngine(
-        HFModelConfig(path=path),
+        HFModelConfig(path=path, enable_gradient_checkpointing=False),
         FSDPEngineConfig(),
         OptimConfig(lr=1e-2),
         role="actor",

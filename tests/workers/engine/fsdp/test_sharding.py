@@ -42,7 +42,9 @@ def _mixed_precision_rank(rank, world, path, batch):
     from verl.workers.engine.fsdp.forward import forward_log_probs
 
     engine_config = FSDPEngineConfig(mixed_precision=MixedPrecisionConfig(param_dtype="bf16", on_cpu=True))
-    engine = FSDPEngine(HFModelConfig(path=path), engine_config, OptimConfig(), role="actor").initialize()
+    engine = FSDPEngine(
+        HFModelConfig(path=path, enable_gradient_checkpointing=False), engine_config, OptimConfig(), role="actor"
+    ).initialize()
     log_probs, _ = forward_log_probs(engine.module, batch["input_ids"], batch["attention_mask"], batch["position_ids"])
     (log_probs * batch["attention_mask"]).sum().backward()
     params = list(engine.module.parameters())

