@@ -115,6 +115,7 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
         f"data.max_response_length={RESPONSE_LENGTH}",
         "data.filter_overlong_prompts=True",
         f"actor_rollout_ref.model.path={args.model}",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",  # a 135M model: nothing to save, recompute costs
         "actor_rollout_ref.actor.optim.lr=1e-6",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={PROMPTS}",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",

@@ -43,6 +43,7 @@ def _common_overrides(args) -> list[str]:
         f"data.max_response_length={args.response_length}",
         f"actor_rollout_ref.model.path={args.model}",
         "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
         f"actor_rollout_ref.rollout.n={args.n}",
         "actor_rollout_ref.rollout.ignore_eos=True",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",

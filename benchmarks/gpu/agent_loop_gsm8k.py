@@ -89,6 +89,7 @@ def overrides(args, mode: str) -> list[str]:
         "data.return_raw_chat=True",
         "actor_rollout_ref.model.path=default",
         "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
         "actor_rollout_ref.actor.optim.lr=1e-6",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s['prompts']}",
