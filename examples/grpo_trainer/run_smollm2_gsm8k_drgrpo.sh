@@ -13,6 +13,7 @@ python3 -m verl.trainer.main_ppo \
     data.max_response_length=256 \
     data.filter_overlong_prompts=True \
     actor_rollout_ref.model.path=default \
+    actor_rollout_ref.model.use_remove_padding=True \
     actor_rollout_ref.actor.optim.lr=1e-6 \
     actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm \
     actor_rollout_ref.actor.use_kl_loss=False \
@@ -26,4 +27,5 @@ python3 -m verl.trainer.main_ppo \
     trainer.project_name='verl_grpo_example_gsm8k' \
     trainer.experiment_name='smollm2_135m_drgrpo' \
     trainer.n_gpus_per_node=1 \
+    trainer.test_freq=10 \
     trainer.total_training_steps=50 "$@"

@@ -15,6 +15,7 @@ python3 -m verl.trainer.main_ppo \
     data.max_response_length=256 \
     data.filter_overlong_prompts=True \
     actor_rollout_ref.model.path=default \
+    actor_rollout_ref.model.use_remove_padding=True \
     actor_rollout_ref.actor.optim.lr=1e-6 \
     actor_rollout_ref.actor.ppo_mini_batch_size=32 \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \

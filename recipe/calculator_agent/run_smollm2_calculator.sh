@@ -12,11 +12,15 @@ python3 -m verl.trainer.main_ppo \
     data.max_prompt_length=320 \
     data.max_response_length=64 \
     data.return_raw_chat=True \
+    data.val_max_samples=64 \
     actor_rollout_ref.model.path=default \
+    actor_rollout_ref.model.use_remove_padding=True \
     actor_rollout_ref.actor.optim.lr=2e-5 \
     actor_rollout_ref.actor.ppo_mini_batch_size=4 \
+    actor_rollout_ref.actor.use_dynamic_bsz=True \
     actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1024 \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.dtype=float32 \
     actor_rollout_ref.rollout.mode=async \
     actor_rollout_ref.rollout.agent.num_workers=2 \
     actor_rollout_ref.rollout.n=4 \

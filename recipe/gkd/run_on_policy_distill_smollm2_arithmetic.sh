@@ -10,6 +10,7 @@ STUDENT=${STUDENT:-$(python3 -m recipe.gkd.make_student --teacher default --num_
 
 python3 -m recipe.gkd.main_gkd \
     "${SMOLLM2_ARITHMETIC[@]}" \
+    algorithm.adv_estimator=grpo \
     data.max_prompt_length=128 \
     data.max_response_length=24 \
     data.val_max_samples=64 \

@@ -6,6 +6,7 @@ source "$(dirname "$0")/../smollm2_arithmetic.sh"
 
 python3 -m recipe.spin.main_spin \
     "${SMOLLM2_ARITHMETIC[@]}" \
+    actor_rollout_ref.actor.use_dynamic_bsz=False \
     data.response_key=extra_info.answer \
     data.max_prompt_length=128 \
     data.max_response_length=24 \

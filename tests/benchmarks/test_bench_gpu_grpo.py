@@ -91,3 +91,15 @@ def test_stopping_a_monitor_stops_every_process_of_its_pipeline(tmp_path):
     time.sleep(0.2)
     stat = Path(f"/proc/{child}/stat")  # gone, or a zombie left to an init that does not reap
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_variants_env_entries_are_environment_not_overrides(tmp_path):
+    args = _args(tmp_path)
+    args.data, args.model, args.gpu_memory_utilization, args.steps = str(tmp_path), "m", 0.1, 2
+    args.training, args.override = "plain", []
+    args.variants = {"nice0": ["env:RAY_worker_niceness=0", "trainer.seed=3", "env:X=a=b"]}
+    overrides = bench_gpu_grpo.workload_overrides(args, "sglang", "nice0")
+    assert "trainer.seed=3" in overrides
+    assert not any(o.startswith("env:") or o.startswith("RAY_") for o in overrides)
+    assert bench_gpu_grpo.variant_env(args, "nice0") == {"RAY_worker_niceness": "0", "X": "a=b"}
+    assert bench_gpu_grpo.variant_env(args, None) == {}

@@ -20,9 +20,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_overrides(model_path: str, workdir: Path, rollout: str, steps: int = 2) -> list[str]:
-    """A cheap run: tiny model, 4 prompts x 2 samples, 16 response tokens, one worker process."""
+    """A cheap run: tiny model, GRPO on 4 prompts x 2 samples, 16 response tokens, fp32 rollout, packed sequences in
+    micro-batches by token count, one worker process. Every key it relies on is set here (ppo_trainer.yaml has
+    verl's defaults: GAE, 1024 prompts, bf16 rollout), so it runs the same on ``--config-name ppo_megatron_trainer``."""
     overrides = [
         f"actor_rollout_ref.model.path={model_path}",
+        "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.dtype=float32",
         "data.train_batch_size=4",
         "data.max_prompt_length=96",
         "data.max_response_length=16",

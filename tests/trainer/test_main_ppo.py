@@ -172,12 +172,14 @@ def test_prepare_config_resolves_the_embedded_defaults():
     from verl.trainer.config.loader import compose_config
     from verl.trainer.main_ppo import prepare_config
 
-    config = prepare_config(compose_config([]))
-    assert config.data.train_files == "builtin://arithmetic/train"
-    assert config.data.val_files == "builtin://arithmetic/test"
-    assert config.algorithm.adv_estimator == "grpo"
     expected_rollout = "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
-    assert config.actor_rollout_ref.rollout.name == expected_rollout
+    # verl's defaults (PPO with GAE) and the demo (GRPO) both train on the built-in task
+    for config_name, estimator in (("ppo_trainer", "gae"), ("ppo_demo", "grpo")):
+        config = prepare_config(compose_config([], config_name=config_name))
+        assert config.data.train_files == "builtin://arithmetic/train"
+        assert config.data.val_files == "builtin://arithmetic/test"
+        assert config.algorithm.adv_estimator == estimator
+        assert config.actor_rollout_ref.rollout.name == expected_rollout
 
 
 def test_missing_vllm_falls_back_to_hf_only_when_not_asked_for_by_name(monkeypatch):

@@ -1,9 +1,11 @@
 """Entry point of PPO-family training: ``python -m verl.trainer.main_ppo [key=value ...]``.
 
-With no overrides it runs the embedded default: GRPO on the built-in arithmetic task with SmolLM2-135M-Instruct
-(vLLM rollout when vLLM is installed, else the HF rollout). The config is composed and validated before Ray
-starts, so a bad key or value fails in seconds; the training itself runs inside a Ray actor (``TaskRunner``),
-which behaves the same on a laptop and on a multi-node cluster (``ray start`` first, then run this on the head).
+Unset keys take public verl's defaults (``ppo_trainer.yaml``: PPO with GAE, 1024 prompts per step, ...); the model and
+the data default to the embedded SmolLM2-135M-Instruct and the built-in arithmetic task. ``--config-name ppo_demo``
+runs the embedded demo: GRPO on that task sized for a CPU (vLLM rollout when vLLM is installed, else the HF rollout).
+The config is composed and validated before Ray starts, so a bad key or value fails in seconds; the training itself
+runs inside a Ray actor (``TaskRunner``), which behaves the same on a laptop and on a multi-node cluster (``ray start``
+first, then run this on the head).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def setup():
             "actor_rollout_ref.rollout.max_num_seqs=16",
             "actor_rollout_ref.rollout.calculate_log_probs=True",
             "trainer.n_gpus_per_node=1",
-        ]
+        ],
+        config_name="ppo_demo",  # GRPO, fp32 rollout, packed sequences batched by tokens
     )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     pool = RayResourcePool([1], use_gpu=False, max_colocate_count=1, cpus_per_bundle=1)

@@ -72,7 +72,8 @@ def loop_config(tmp_path):
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path}",
             "data.max_prompt_length=8",
             "data.max_response_length=6",
-        ]
+        ],
+        config_name="ppo_demo",  # GRPO, fp32 rollout, packed sequences batched by tokens
     )
 
 

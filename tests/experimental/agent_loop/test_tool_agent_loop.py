@@ -66,7 +66,8 @@ def run_loop(tokenizer, turns, overrides=(), messages=QUESTION, **row):
             "data.max_response_length=160",
             "actor_rollout_ref.rollout.multi_turn.enable=True",
             *overrides,
-        ]
+        ],
+        config_name="ppo_demo",  # GRPO, fp32 rollout, packed sequences batched by tokens
     )
     loop_cls = type("IsolatedToolAgentLoop", (ToolAgentLoop,), {})  # class-level set-up per test config
     policy = ScriptedPolicy(tokenizer, turns)
@@ -233,7 +234,7 @@ def test_code_tool_attacks_end_in_errors_and_the_rollout_goes_on(tokenizer, tmp_
 
 def test_needs_the_chat_messages(tokenizer):
     with pytest.raises(ValueError, match="data.return_raw_chat=True"):
-        config = load_config(["actor_rollout_ref.rollout.mode=async"])
+        config = load_config(["actor_rollout_ref.rollout.mode=async"], config_name="ppo_demo")
 
         async def go():
             loop = type("L", (ToolAgentLoop,), {})(

@@ -106,8 +106,8 @@ def test_default_config_is_typed_and_ties_shared_values():
     assert cfg.actor_rollout_ref.rollout.response_length == cfg.data.max_response_length
     assert cfg.critic.model.path == cfg.actor_rollout_ref.model.path == "default"
     assert cfg.data.train_files == "arithmetic"
-    # the actor lr is the embedded demo's preset in ppo_trainer.yaml (the dataclass default is verl's 1e-6)
-    assert cfg.critic.optim.lr == 1e-5 and cfg.actor_rollout_ref.actor.optim.lr == 1e-5
+    # verl's learning rates: 1e-6 for the actor, 1e-5 for the critic (ppo_demo presets the actor's to 1e-5)
+    assert cfg.critic.optim.lr == 1e-5 and cfg.actor_rollout_ref.actor.optim.lr == 1e-6
     assert cfg.trainer.default_local_dir == "checkpoints/verl_examples/arithmetic"
 
 

@@ -13,7 +13,11 @@ from verl.trainer.config.sequence_parallel import model_heads
 from verl.trainer.config.sft import SFTConfig, validate_typed
 from verl.trainer.config.validation import ConfigError
 
-SP2 = ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "trainer.n_gpus_per_node=2"]
+SP2 = [
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+    "trainer.n_gpus_per_node=2",
+    "actor_rollout_ref.model.use_remove_padding=True",  # off by default (verl's); sequence parallelism needs it
+]
 
 
 def _error(overrides: list[str]) -> str:
@@ -64,6 +68,8 @@ def test_batch_arithmetic_uses_data_parallel_ranks():
     message = _error(
         [
             "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+            "actor_rollout_ref.model.use_remove_padding=True",
+            "actor_rollout_ref.rollout.n=4",
             "trainer.n_gpus_per_node=4",
             f"actor_rollout_ref.model.path={tiny_model_path()}",
             "data.train_batch_size=2",
@@ -80,6 +86,9 @@ def test_token_budget_is_scaled_by_sp():
     # 128 + 24 = 152 tokens per sequence: a per-GPU budget of 80 covers 160 tokens with sp 2, 40 does not
     ok = [
         *SP2,
+        "data.max_prompt_length=128",
+        "data.max_response_length=24",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
         f"actor_rollout_ref.model.path={tiny_model_path()}",
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=80",
     ]

@@ -38,7 +38,7 @@ def test_unknown_key_in_a_dict_config():
         ConfigError, match=r"unknown key 'data\.max_prompt_lenght'; did you mean 'data\.max_prompt_length'"
     ):
         validate_config(raw_dict)
-    assert raw.data.max_prompt_length == 128
+    assert raw.data.max_prompt_length == 512
 
 
 def test_wrong_type_names_key():
@@ -93,10 +93,12 @@ def test_train_batch_not_multiple_of_mini_batch():
 
 
 def test_micro_batch_must_divide_per_worker_mini_batch():
-    # 8 prompts * 4 responses / 2 workers = 16 sequences per worker (the demo presets); 5 does not divide 16.
+    # 8 prompts * 4 responses / 2 workers = 16 sequences per worker; 5 does not divide 16.
     message = _error(
         [
-            "actor_rollout_ref.actor.use_dynamic_bsz=False",  # the shipped default (demo preset) batches by tokens
+            "data.train_batch_size=8",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "actor_rollout_ref.rollout.n=4",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5",
             "trainer.n_gpus_per_node=2",
         ]
@@ -126,7 +128,7 @@ def test_kl_loss_without_reference_model():
 
 
 def test_group_estimator_needs_several_responses():
-    message = _error(["actor_rollout_ref.rollout.n=1"])
+    message = _error(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1"])
     assert "algorithm.adv_estimator=grpo" in message and "actor_rollout_ref.rollout.n > 1" in message
 
 

@@ -76,7 +76,8 @@ def test_bad_placements_fail_naming_the_key(overrides, message):
 
 
 def test_batch_arithmetic_follows_the_critics_pool():
-    # 8 prompts x 4 responses = 32 sequences; a critic pool of 3 cannot split the critic's mini-batch evenly
+    # 256 prompts x 1 response = 256 sequences (verl's defaults); a critic pool of 3 cannot split the critic's
+    # mini-batch evenly
     overrides = [
         "algorithm.adv_estimator=gae",
         "trainer.placement.pools={critic_pool:[3]}",

@@ -9,14 +9,19 @@ from verl.trainer.config.loader import compose_config
 from verl.trainer.ppo.utils import old_log_probs_from_update
 
 
-def _config(*overrides: str):
+def _config(*overrides: str, config_name: str = "ppo_demo"):
     from verl.trainer.main_ppo import prepare_config
 
-    return prepare_config(compose_config(list(overrides)))
+    return prepare_config(compose_config(list(overrides), config_name=config_name))
 
 
 def test_the_demo_step_is_on_policy():
     assert old_log_probs_from_update(_config())
+
+
+def test_verls_default_step_keeps_the_pass():
+    # verl's defaults: 1024 prompts per step in mini-batches of 256, so four optimizer steps per batch
+    assert not old_log_probs_from_update(_config(config_name="ppo_trainer"))
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
 """MegatronCheckpointManager on 2 gloo ranks, and the ``megatron`` model-merger backend.
 
-A TP=2 actor takes one PPO step and saves (model, Adam moments, LR schedule, RNG, HF export), then takes a second
-step. A PP=2 engine with ``megatron.use_dist_checkpointing`` starts from the saved weights. Loading the checkpoint
-into a fresh TP=2 engine and into a TP=1 x DP=2 engine with the ZeRO-1 optimizer (a different layout) restores
-exactly the saved weights and learning rate, and the second step then gives the same loss, grad norm and weights
+A TP=2 actor takes two PPO steps (the warm-up schedule's first runs at lr 0, so only the second moves the weights)
+and saves (model, Adam moments, LR schedule, RNG, HF export), then takes a third step. A PP=2 engine with
+``megatron.use_dist_checkpointing`` starts from the saved weights. Loading the checkpoint into a fresh TP=2 engine
+and into a TP=1 x DP=2 engine with the ZeRO-1 optimizer (a different layout) restores exactly the saved weights and
+learning rate, and the third step then gives the same loss, grad norm and weights
 as the original engine. ``python -m verl.model_merger merge --backend megatron`` turns the checkpoint into a
 Hugging Face folder holding exactly the saved weights.
 """
@@ -47,8 +48,10 @@ WARMUP = {"lr_warmup_steps": 3, "total_training_steps": 10}  # the lr changes ev
 def _checkpoint_rank(rank, world, path, batches, folder):
     out = {}
     engine, actor = megatron_actor(path, tp=2, optim_overrides=WARMUP)
+    # WARMUP's first step runs at lr 0 (factor step / lr_warmup_steps): only the second one moves the weights
+    _step(engine, actor, batches[1])
     _step(engine, actor, batches[0])
-    _manager(engine).save_checkpoint(folder, global_step=1)
+    _manager(engine).save_checkpoint(folder, global_step=2)
     out["saved"] = {k: v.clone() for k, v in engine.iter_full_state_dict()}
     out["original"] = _step(engine, actor, batches[1])
     out["original_params"] = dict(engine.iter_full_state_dict())
@@ -70,7 +73,7 @@ def test_save_resume_reshard_and_merge(tmp_path):
     batches = [update_batch(seed=1), update_batch(seed=2)]
     for batch in batches:  # the helper's actor adds a KL loss against the reference
         batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
-    folder = str(tmp_path / "global_step_1" / "actor")
+    folder = str(tmp_path / "global_step_2" / "actor")
     result = run_on_ranks(_checkpoint_rank, 2, path, batches, folder)[0]
     saved, original = result["saved"], result["original"]
     for key, tensor in saved.items():
@@ -98,3 +101,5 @@ def test_save_resume_reshard_and_merge(tmp_path):
     assert exported.keys() == merged.keys() and all(torch.equal(exported[k], saved[k]) for k in merged)
     model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.float32)
     assert torch.equal(model.lm_head.weight, saved["model.embed_tokens.weight"])  # tied head restored
+    initial = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
+    assert any(not torch.equal(initial[k], merged[k]) for k in merged), "saved weights must differ from the initial"

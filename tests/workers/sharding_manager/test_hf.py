@@ -18,6 +18,43 @@ def test_switches_to_eval_and_restores_mode():
         assert {"perf/rollout_memory_gb", "perf/training_memory_gb"} <= set(manager.metrics)
 
 
+def test_generation_runs_compiled_layers_eagerly_and_training_compiled_again():
+    """The actor's compiled decoder layers (``use_torch_compile``) run eagerly inside the manager: a decode step's
+    cache changes their guards, and compiled generation recompiled layer after layer (149 s of one GPU step's
+    generation). Outside it they compile as before."""
+    from torch._dynamo.utils import counters
+
+    from verl.workers.engine.fsdp.engine import compile_decoder_layers
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.linear(x)) + x
+
+    class Model(torch.nn.Sequential):
+        _no_split_modules = ["Block"]  # what compile_decoder_layers compiles, as on an HF model
+
+    module = Model(Block(), Block())
+    compile_decoder_layers(module)
+    torch._dynamo.reset()
+    counters.clear()
+    x = torch.randn(3, 4)
+    manager = HFShardingManager(module)
+    with manager:
+        for length in (3, 5, 7):  # shapes change as in decoding
+            eager = module(torch.randn(length, 4))
+        assert eager.shape == (7, 4)
+    assert counters["frames"]["total"] == 0  # nothing was compiled inside
+    expected = x
+    for layer in module:
+        expected = torch.relu(layer.linear(expected)) + expected
+    torch.testing.assert_close(module(x), expected)
+    assert counters["frames"]["total"] > 0  # the layers compile again once the manager has left
+
+
 def test_fsdp2_module_stays_gathered_through_generation_and_is_resharded_after(monkeypatch):
     """On an FSDP2 module the manager keeps the parameters gathered from the first decode forward to the last (FSDP2
     would reshard them after every forward and gather them again in the next, a collective per layer and token on

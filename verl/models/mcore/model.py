@@ -21,7 +21,8 @@ from verl.models.mcore.attention import HFRotary, PackedRotaryAttention
 
 
 class RMSNorm(nn.Module):
-    """``weight * (x / sqrt(mean(x^2) + eps))`` computed in float32 and cast back, as Hugging Face's LlamaRMSNorm."""
+    """``weight * (x / sqrt(mean(x^2) + eps))`` computed in float32 and cast back, as Hugging Face's LlamaRMSNorm;
+    under autocast the result is in the autocast dtype."""
 
     def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused: Any):
         super().__init__()
@@ -34,7 +35,15 @@ class RMSNorm(nn.Module):
         dtype = hidden_states.dtype
         hidden = hidden_states.float()
         hidden = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * hidden.to(dtype)
+        out = self.weight * hidden.to(dtype)
+        device = hidden_states.device.type
+        if torch.is_autocast_enabled(device):
+            # A norm feeds a projection, which autocast runs in its dtype anyway (same numbers). Casting here keeps
+            # sequence parallelism working: megatron-core's ColumnParallelLinear all-gathers its input and
+            # reduce-scatters the input gradient into a buffer of the input's dtype, and NCCL/gloo refuse a float32
+            # buffer for the autocast-dtype gradient ("input tensor must be the same type as the output tensor").
+            out = out.to(torch.get_autocast_dtype(device))
+        return out
 
 
 class ValueHead(nn.Module):

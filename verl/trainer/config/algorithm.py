@@ -77,8 +77,9 @@ class FilterGroupsConfig(BaseConfig):
 class AlgoConfig(BaseConfig):
     """The RL algorithm: how advantages are estimated and how the KL to the reference enters."""
 
-    adv_estimator: str = registry_field("grpo", "verl.trainer.ppo.algos.registry:ADV_ESTIMATOR_REGISTRY")
-    """Registered advantage estimator (``core_algos.get_adv_estimator_fn``), e.g. gae, grpo, rloo."""
+    adv_estimator: str = registry_field("gae", "verl.trainer.ppo.algos.registry:ADV_ESTIMATOR_REGISTRY")
+    """Registered advantage estimator (``core_algos.get_adv_estimator_fn``), e.g. gae (PPO with a critic, verl's
+    default), grpo, rloo."""
 
     gamma: float = bounded_field(1.0, ge=0.0, le=1.0)
     """Discount factor of returns."""

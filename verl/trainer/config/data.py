@@ -51,13 +51,13 @@ class DataConfig(BaseConfig):
     reward_fn_key: str = "data_source"
     """Column that selects the reward function (passed as ``data_source`` to ``default_compute_score``)."""
 
-    max_prompt_length: int = bounded_field(128, gt=0)
+    max_prompt_length: int = bounded_field(512, gt=0)
     """Longest prompt in tokens; longer prompts are handled per ``truncation``."""
 
-    max_response_length: int = bounded_field(64, gt=0)
+    max_response_length: int = bounded_field(512, gt=0)
     """Longest generated response in tokens."""
 
-    train_batch_size: int = bounded_field(8, gt=0)
+    train_batch_size: int = bounded_field(1024, gt=0)
     """Prompts per training step (each is sampled ``rollout.n`` times)."""
 
     gen_batch_size: int | None = bounded_field(None, gt=0)

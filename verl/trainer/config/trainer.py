@@ -99,7 +99,7 @@ class TrainerConfig(CheckpointResumeConfig):
     balance_batch: bool = True
     """Reorder each batch so every worker gets about the same number of tokens."""
 
-    total_epochs: int = bounded_field(1, gt=0)
+    total_epochs: int = bounded_field(30, gt=0)
     """Passes over the training set."""
 
     total_training_steps: int | None = bounded_field(None, gt=0)

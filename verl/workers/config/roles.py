@@ -80,7 +80,7 @@ class ForwardConfig(FSDPHolderConfig, EngineRoleConfig):
 class PPOUpdateConfig(EngineRoleConfig):
     """Fields of a role trained with PPO-style mini-batch updates (actor and critic)."""
 
-    ppo_mini_batch_size: int = bounded_field(8, gt=0)
+    ppo_mini_batch_size: int = bounded_field(256, gt=0)
     """Prompts per optimizer step (multiplied by ``rollout.n`` to count sequences)."""
 
     ppo_micro_batch_size_per_gpu: int | None = bounded_field(1, gt=0)

@@ -89,8 +89,8 @@ class SamplingConfig(BaseConfig):
     top_p: float = bounded_field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling: smallest token set with cumulative probability ``top_p``."""
 
-    n: int = bounded_field(4, gt=0)
-    """Responses sampled per prompt (the group size of GRPO/RLOO)."""
+    n: int = bounded_field(1, gt=0)
+    """Responses sampled per prompt (the group size of GRPO/RLOO; those need more than 1)."""
 
     do_sample: bool = True
     """Sample; false decodes greedily whatever the temperature."""
@@ -108,10 +108,10 @@ class RolloutConfig(SamplingConfig, LogProbConfig):
     """``sync``: one batched ``generate`` per step in the workers; ``async``: inference servers in the workers
     driven by per-sample agent loops (multi-turn, tools; :mod:`verl.experimental.agent_loop`)."""
 
-    prompt_length: int = bounded_field(128, gt=0)
+    prompt_length: int = bounded_field(512, gt=0)
     """Longest prompt in tokens (prompts are left-padded to it); the shipped YAML ties it to the data."""
 
-    response_length: int = bounded_field(64, gt=0)
+    response_length: int = bounded_field(512, gt=0)
     """Longest response in tokens (responses are right-padded to it); the shipped YAML ties it to the data."""
 
     dtype: str = choice_field("bfloat16", ROLLOUT_DTYPES)

@@ -311,6 +311,15 @@ class MegatronEngine:
         return self._weight_specs
 
     def iter_full_state_dict(self, bucket_bytes: int = 256 << 20, dtype=None, device=None) -> Iterator:
-        """Full Hugging Face-named tensors on every rank (a collective: every rank must consume the iterator)."""
-        specs = self.weight_specs()
-        return iter_hf_weights(self.chunks, self.ranks, self.hf_config_, specs, bucket_bytes, dtype, device)
+        """Full Hugging Face-named tensors on every rank (a collective: every rank must consume the iterator).
+
+        Offloaded parameters come back to the device for the gather (NCCL has no host-memory all-gather) and go
+        back to host memory at the end."""
+        offloaded = self._params_offloaded
+        self.load_params()
+        try:
+            specs = self.weight_specs()
+            yield from iter_hf_weights(self.chunks, self.ranks, self.hf_config_, specs, bucket_bytes, dtype, device)
+        finally:
+            if offloaded:
+                self.offload_params()
