@@ -14,8 +14,11 @@ vision features' RMS is 1.4: nothing overflows. So this script compares the devi
    (image and text positions apart) and the largest CUDA-CPU difference relative to the CPU output's max: the first
    module whose CUDA output departs from the CPU one is where CUDA computes something else;
 2. the backward of ``1e-3 * token-mean(log_prob)`` on CUDA under ``torch.autograd.detect_anomaly``: the autograd
-   function that first returns a non-finite gradient and the forward line that made it; per decoder layer the max
-   |output gradient| on both devices (CPU: a plain backward);
+   function that first returns a non-finite gradient and the forward line that made it; per recorded
+   language-model module the max |output gradient| on both devices (CPU: a plain backward), in backward order. A
+   gradient that grows layer after layer on CUDA until a float32 reduction overflows (then ``inf - inf`` in the
+   attention's ``dP - rowsum(dO * O)`` or ``0 * inf`` in RMSNorm's backward) shows as a rising CUDA profile: the
+   KL loss, whose gradient is far smaller, failing deeper (layer 3/4) than ``logp`` (layer 6) points that way;
 3. CUDA variants, each one line: fp32 weights (is it bf16 arithmetic?), and bf16 with
    ``torch.utils.deterministic.fill_uninitialized_memory`` (are uninitialised buffers read?).
 
