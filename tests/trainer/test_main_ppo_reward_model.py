@@ -33,7 +33,12 @@ def test_reward_model_resource_pool_layout():
     def resource_pool_mapping(config, mapping):
         return build_resource_pool_manager(config, mapping).mapping
 
-    rm = ["reward_model.enable=True", "reward_model.model.path=org/rm", "trainer.n_gpus_per_node=4"]
+    rm = [
+        "reward_model.enable=True",
+        "reward_model.model.path=org/rm",
+        "reward_model.micro_batch_size_per_gpu=4",  # verl's batching (no dynamic bsz) needs it set
+        "trainer.n_gpus_per_node=4",
+    ]
     shared = load_config(rm)
     mapping = TaskRunner._role_worker_mapping(shared, use_critic=False, use_reference_policy=False)
     assert Role.RewardModel in mapping
