@@ -62,8 +62,8 @@ def test_no_field_declared_by_two_dataclasses():
 
 def test_shared_fields_come_from_one_base():
     # Both PPO-updated roles and both log-prob roles read the same declaration.
-    assert ActorConfig.__dataclass_fields__["ppo_mini_batch_size"].default == 8
-    assert CriticConfig.__dataclass_fields__["ppo_mini_batch_size"].default == 8
+    assert ActorConfig.__dataclass_fields__["ppo_mini_batch_size"].default == 256  # verl's
+    assert CriticConfig.__dataclass_fields__["ppo_mini_batch_size"].default == 256
     for cls in (RefConfig, RolloutConfig):
         assert "log_prob_micro_batch_size_per_gpu" not in vars(cls).get("__annotations__", {})
         assert "log_prob_micro_batch_size_per_gpu" in cls.__dataclass_fields__

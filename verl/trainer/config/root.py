@@ -16,6 +16,14 @@ from verl.workers.config import (
     RolloutConfig,
 )
 from verl.workers.config.base import BaseConfig, bounded_field, choice_field
+from verl.workers.config.optimizer import OptimConfig
+
+
+def critic_defaults() -> CriticConfig:
+    """verl's ``critic`` section: the PPO-updated role's fields (declared once, ``verl/workers/config/roles.py``)
+    with the two values verl gives the critic of its own (``critic/critic.yaml``): twice the actor's token budget
+    (the value model keeps no vocabulary-sized logits) and ten times its learning rate."""
+    return CriticConfig(ppo_max_token_len_per_gpu=32768, optim=OptimConfig(lr=1e-5))
 
 
 @dataclass
@@ -52,8 +60,8 @@ class PPOConfig(BaseConfig):
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
     """Policy model, actor, rollout and reference."""
 
-    critic: CriticConfig = field(default_factory=CriticConfig)
-    """Value model (used by estimators that need one, such as ``gae``)."""
+    critic: CriticConfig = field(default_factory=critic_defaults)
+    """Value model (used by estimators that need one, such as ``gae``); defaults: :func:`critic_defaults`."""
 
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     """Reward manager."""

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from verl.workers.config.base import bounded_field
 from verl.workers.config.model import HFModelConfig
-from verl.workers.config.optimizer import OptimConfig
 from verl.workers.config.roles import FSDPHolderConfig, PPOUpdateConfig
 
 
@@ -21,13 +20,6 @@ class CriticConfig(PPOUpdateConfig):
 
     enable: bool | None = None
     """Run a critic; null decides from ``algorithm.adv_estimator`` (only ``gae`` needs one)."""
-
-    ppo_max_token_len_per_gpu: int = bounded_field(32768, gt=0)
-    """Token budget of one micro-batch when ``use_dynamic_bsz`` is true (twice the actor's: the value model keeps no
-    vocabulary-sized logits)."""
-
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
-    """Optimizer and learning-rate schedule of the value model (verl's critic learning rate, ten times the actor's)."""
 
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
     """Critic model; the shipped YAML starts it from the actor's model path."""
