@@ -52,11 +52,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES are also read from here
+    PHASES,
+    MemorySampler,
+    _phase_peaks,
+    _start_gpu_monitors,
+    _stop_group,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
 VERL_ENGINES = ("vllm", "sglang", "hf")
-PHASES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor")
-"""``timing_s/*`` phases in the order ``RayPPOTrainer.train_step`` runs them."""
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 FAST_TRAINING = (
@@ -146,45 +152,6 @@ def workload_overrides(args, engine: str, variant: str | None = None) -> list[st
     return merge_overrides(overrides, training, args.override, extra)
 
 
-class MemorySampler:
-    """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used).
-
-    The device is ``device`` (a lane's GPU), else the first of ``CUDA_VISIBLE_DEVICES`` (NVML numbers GPUs as the
-    host does). Sampling is not free:
-    every 10 ms it slowed the colocated SGLang engine's decode by about a third (``benchmarks.gpu.sglang_gap``), so
-    the timed runs sample every ``--memory-sample-ms`` (0: not at all)."""
-
-    def __init__(self, interval: float = 0.01, device: str | None = None) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        first = device if device is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
-        self.interval = interval
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used
-            self.samples.append((time.perf_counter(), int(used)))
-            time.sleep(self.interval)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def peak_gib(self, start: float, end: float) -> float | None:
-        values = [used for t, used in self.samples if start <= t <= end]
-        return max(values) / 2**30 if values else None
-
-
 def _site_path(args, engine: str | None) -> str:
     parts = []
     if engine == "vllm":
@@ -230,25 +197,6 @@ def _run_command(
             log.write(f"\n[bench] {name}: killed after {timeout:.0f} s\n")
             return 124
         return process.returncode
-
-
-def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, float]:
-    """Peak device memory (GiB) of each timed phase of one step that ended at ``end`` (phases laid end to end from
-    the step's start, in trainer order)."""
-    peaks = {}
-    cursor = end - float(record.get("timing_s/step", 0.0))
-    for phase in PHASES:
-        seconds = record.get(f"timing_s/{phase}")
-        if seconds is None:
-            continue
-        peak = sampler.peak_gib(cursor, cursor + float(seconds))
-        if peak is not None:
-            peaks[f"peak_gib/{phase}"] = peak
-        cursor += float(seconds)
-    step_peak = sampler.peak_gib(end - float(record.get("timing_s/step", 0.0)), end)
-    if step_peak is not None:
-        peaks["peak_gib/step"] = step_peak
-    return peaks
 
 
 def missing_engine(engine: str, env: dict) -> str | None:
@@ -339,43 +287,6 @@ def run_verl(
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
-
-
-TOP_LINES = 40
-"""Lines of each ``top`` frame kept: the summary and the busiest processes."""
-
-
-def _start_gpu_monitors(out: Path, name: str, device: str) -> list[subprocess.Popen]:
-    """Once a second, into ``<name>.{pmon,dmon,top}.log`` (kept in logs.tar.gz): ``nvidia-smi pmon`` (SM and
-    memory-bandwidth use per process on GPU ``device``: does the training process's context run kernels while the
-    engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
-    is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
-    memory sampler. Each monitor is its own process group (:func:`_stop_group`)."""
-    commands = {
-        "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
-        "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
-        "top": ["bash", "-c", f"top -b -d 1 -c -w 250 | awk '/^top -/{{n=0}} n++<{TOP_LINES}'"],
-    }
-    monitors = []
-    for tool, command in commands.items():
-        sink = open(out / f"{name}.{tool}.log", "w")  # noqa: SIM115 - closed with the process
-        monitors.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True))
-        sink.close()  # the child holds its own descriptor
-    return monitors
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    """Stop ``process`` and everything in its process group (``top | awk`` is two processes under bash)."""
-    import signal
-
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
 
 
 def run_json_lines(
