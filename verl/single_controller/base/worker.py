@@ -2,9 +2,14 @@
 
 A worker learns its place from environment variables set by the worker group (or by ``torchrun``):
 ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``. Under Ray, rank 0
-picks the rendezvous address (its node IP and a free port) before the subclass's ``__init__`` runs and publishes it
-in Ray's key-value store; the other ranks read it from there, so ``__init__`` may already call
-:meth:`init_process_group`.
+starts the rendezvous store (a ``TCPStore`` server on its node IP and a port the kernel assigns) before the
+subclass's ``__init__`` runs and publishes its address in Ray's key-value store; the other ranks read it from there,
+so ``__init__`` may already call :meth:`init_process_group`.
+
+The server listens from the moment its address is published. Picking a free port and binding it later (what
+``MASTER_PORT`` with ``init_method="tcp://"`` does) leaves a window in which another process takes the port, or a
+rank's connection attempt to the not-yet-listening port is given that same port as its source and connects to
+itself (TCP simultaneous open): the ranks then sit on different stores until the collective timeout.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from datetime import timedelta
 from typing import Any
 
 from verl.single_controller.base.decorator import Dispatch, Execute, register
-from verl.utils.distributed import free_port
 
 # Seconds a collective may wait before torch.distributed gives up (``timeout`` of init_process_group).
 COLLECTIVE_TIMEOUT_ENV = "VERL_COLLECTIVE_TIMEOUT_S"
@@ -24,6 +28,10 @@ DEFAULT_COLLECTIVE_TIMEOUT_S = 600.0
 # Seconds a rank > 0 waits for rank 0 to publish the rendezvous address.
 RENDEZVOUS_TIMEOUT_ENV = "VERL_RENDEZVOUS_TIMEOUT_S"
 _RENDEZVOUS_KV_PREFIX = "verl_rendezvous/"
+# The rendezvous store this process serves as rank 0, by "addr:port" (colocated roles share it).
+_SERVED_STORES: dict[str, Any] = {}
+# The rendezvous address this process uses, by worker-group prefix.
+_RENDEZVOUS_ADDRESSES: dict[str, str] = {}
 
 
 def get_collective_timeout_s() -> float:
@@ -38,6 +46,20 @@ def get_collective_timeout_s() -> float:
     if value <= 0:
         raise ValueError(f"{COLLECTIVE_TIMEOUT_ENV} must be positive, got {raw!r}")
     return value
+
+
+def _serve_rendezvous_store() -> str:
+    """Start a ``TCPStore`` server on this node's IP and a kernel-assigned port; its ``"addr:port"``."""
+    import ray
+    import torch.distributed as dist
+
+    host = ray.util.get_node_ip_address()
+    store = dist.TCPStore(
+        host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=get_collective_timeout_s())
+    )
+    address = f"{host}:{store.port}"
+    _SERVED_STORES[address] = store
+    return address
 
 
 def rendezvous_key(group_prefix: str) -> str:
@@ -72,32 +94,37 @@ class Worker:
         return instance
 
     def _configure_before_init(self, group_prefix: str, rank: int) -> None:
-        """Rank 0 publishes the rendezvous address; the others wait for it and put it in their environment.
+        """Rank 0 starts the rendezvous store and publishes its address; the others wait for it. Both put it in
+        their environment (``MASTER_ADDR``/``MASTER_PORT``).
 
         Always done for a worker-group member: a MASTER_ADDR/MASTER_PORT inherited from the driver's environment
-        (Ray workers inherit it) would be shared by every worker group and collide.
+        (Ray workers inherit it) would be shared by every worker group and collide. Done once per process and
+        group: ``__new__`` also runs for every ``@ray.remote`` subclass of ``Worker`` that a module imported in the
+        worker defines (Ray derives a class from it and instantiates that), and a second address published by
+        rank 0 would split the ranks between two stores.
         """
         from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
 
-        key = rendezvous_key(group_prefix)
-        if rank == 0:
-            import ray
-
-            address = f"{ray.util.get_node_ip_address()}:{free_port()}"
-            _internal_kv_put(key, address.encode(), overwrite=True)
-        else:
-            timeout_s = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, "300"))
-            deadline = time.monotonic() + timeout_s
-            raw = _internal_kv_get(key)
-            while raw is None:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"rank {rank} of worker group {group_prefix!r}: rank 0 did not publish the rendezvous "
-                        f"address within {timeout_s}s (set {RENDEZVOUS_TIMEOUT_ENV} to wait longer)"
-                    )
-                time.sleep(0.02)
+        address = _RENDEZVOUS_ADDRESSES.get(group_prefix)
+        if address is None:
+            key = rendezvous_key(group_prefix)
+            if rank == 0:
+                address = _serve_rendezvous_store()
+                _internal_kv_put(key, address.encode(), overwrite=True)
+            else:
+                timeout_s = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV, "300"))
+                deadline = time.monotonic() + timeout_s
                 raw = _internal_kv_get(key)
-            address = raw.decode()
+                while raw is None:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"rank {rank} of worker group {group_prefix!r}: rank 0 did not publish the rendezvous "
+                            f"address within {timeout_s}s (set {RENDEZVOUS_TIMEOUT_ENV} to wait longer)"
+                        )
+                    time.sleep(0.02)
+                    raw = _internal_kv_get(key)
+                address = raw.decode()
+            _RENDEZVOUS_ADDRESSES[group_prefix] = address
         master_addr, master_port = address.rsplit(":", 1)
         os.environ["MASTER_ADDR"] = master_addr
         os.environ["MASTER_PORT"] = master_port
@@ -177,6 +204,17 @@ class Worker:
         if backend is None:
             backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         timeout = timedelta(seconds=timeout_s if timeout_s is not None else get_collective_timeout_s())
+        store = _SERVED_STORES.get(f"{self._master_addr}:{self._master_port}")
+        if store is None and self._rank != 0:
+            # Rank 0 already listens (it published the address only after starting the server).
+            store = dist.TCPStore(self._master_addr, int(self._master_port), is_master=False, timeout=timeout)
+        if store is not None:
+            store.set_timeout(timeout)
+            dist.init_process_group(
+                backend=backend, store=store, rank=self._rank, world_size=self._world_size, timeout=timeout
+            )
+            return
+        # torchrun's environment: rank 0 serves the store on MASTER_PORT.
         dist.init_process_group(
             backend=backend,
             init_method=f"tcp://{self._master_addr}:{self._master_port}",
