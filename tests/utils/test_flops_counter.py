@@ -73,7 +73,7 @@ def test_phase_mfu_uses_the_whole_batch_over_all_ranks():
 
     counter = FlopsCounter(AutoConfig.from_pretrained(tiny_model_path("llama")), device_name="NVIDIA H100")
     # 4 ranks: 2 data-parallel groups of 2 sequence-parallel peers
-    engine = SimpleNamespace(world_size=4, ulysses=SimpleNamespace(sp_size=2))
+    engine = SimpleNamespace(world_size=4, dp_size=2)
     data = DataProto.from_dict(tensors={"attention_mask": torch.ones(2, 4)}, meta_info={"global_token_num": [4, 4, 6]})
     expected = counter.step_flops([4, 4, 6], backward=False) / 0.5 / 1e12 / (989.0 * 4)
     assert phase_mfu(counter, data, 0.5, engine, backward=False) == pytest.approx(expected)

@@ -74,6 +74,30 @@ def pad_heads(src: str, out: str, tp: int) -> str:
     return str(target)
 
 
+def drop_padding(
+    state: dict[str, torch.Tensor], original_shapes: dict[str, torch.Size]
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(kept, padding)``: the padded model's tensors cut back to the original model's shapes (the padding sits at
+    the end of every padded dimension), and what was cut, flattened per tensor (zero while training leaves the
+    padded heads alone). Names missing from ``original_shapes`` are left out."""
+    kept, padding = {}, {}
+    for name, tensor in state.items():
+        shape = original_shapes.get(name)
+        if shape is None:
+            continue
+        if tuple(tensor.shape) == tuple(shape):
+            kept[name] = tensor
+            continue
+        if tensor.dim() != len(shape) or any(n < m for n, m in zip(tensor.shape, shape, strict=True)):
+            raise ValueError(f"{name}: padded shape {tuple(tensor.shape)} cannot hold the original {tuple(shape)}")
+        cut = tuple(slice(0, m) for m in shape)
+        kept[name] = tensor[cut]
+        mask = torch.ones(tensor.shape, dtype=torch.bool, device=tensor.device)
+        mask[cut] = False
+        padding[name] = tensor[mask]
+    return kept, padding
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl.models.mcore.pad_heads", description=__doc__.split("\n")[0])
     parser.add_argument("--src", required=True, help="model folder, or 'default' for the embedded SmolLM2")

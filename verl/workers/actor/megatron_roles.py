@@ -9,17 +9,17 @@ from __future__ import annotations
 import time
 
 import torch
-import torch.distributed as dist
 
 from verl.protocol import DataProto
 from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpointManager
-from verl.utils.flops_counter import DENSE_MODEL_TYPES, FlopsCounter, compute_mfu
 from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.megatron_actor import MegatronPPOActor
 from verl.workers.actor.role_utils import (
     CheckpointedRole,
+    make_flops_counter,
     max_memory_allocated_gb,
     per_rank_mini_batch_size,
+    phase_mfu,
     with_fields,
 )
 from verl.workers.engine.megatron.engine import MegatronEngine
@@ -36,12 +36,17 @@ class MegatronActorRole(CheckpointedRole):
         self.config = with_fields(actor_config, ppo_mini_batch_size=mini)
         self.actor = MegatronPPOActor(self.config, self.engine)
         self.checkpoint_manager = MegatronCheckpointManager(self.engine, tokenizer, actor_config.checkpoint)
-        hf_config = self.engine.hf_config()
-        self.flops_counter = FlopsCounter(hf_config) if hf_config.model_type in DENSE_MODEL_TYPES else None
+        self.flops_counter = make_flops_counter(self.engine.hf_config())
+        self.last_metrics: dict = {}
 
     def compute_log_prob(self, data: DataProto, meta: dict, calculate_entropy: bool = True):
+        """``(log_probs, entropys)``; ``self.last_metrics`` gets ``perf/mfu/actor_infer``."""
         data.meta_info.update(meta)
-        return self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
+        start = time.perf_counter()
+        out = self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/actor_infer": mfu}
+        return out
 
     def update(self, data: DataProto) -> dict:
         """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
@@ -50,14 +55,10 @@ class MegatronActorRole(CheckpointedRole):
         with step_overrides(self.actor, data.meta_info):
             metrics = self.actor.update_policy(data)
         elapsed = time.perf_counter() - start
-        if self.flops_counter is not None:
-            seqlens = data.meta_info.get("global_token_num")
-            world = dist.get_world_size()
-            if seqlens is None:  # only this data-parallel rank's share is known
-                seqlens = data.batch["attention_mask"].sum(-1).tolist()
-                world = world // self.engine.dp_size
-            achieved, peak = self.flops_counter.estimate_flops(seqlens, elapsed)
-            metrics["perf/mfu/actor"] = compute_mfu(achieved * int(self.config.ppo_epochs), peak, world)
+        passes = int(self.config.ppo_epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=passes)
+        if mfu is not None:
+            metrics["perf/mfu/actor"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()
         metrics["actor/lr"] = self.engine.lr_scheduler_step()
         return metrics
@@ -70,8 +71,14 @@ class MegatronReferenceRole:
         self.engine = MegatronEngine(model_config, ref_config.megatron, None, role="ref").initialize()
         self.config = ref_config
         self.actor = MegatronPPOActor(ref_config, self.engine)
+        self.flops_counter = make_flops_counter(self.engine.hf_config())
+        self.last_metrics: dict = {}
 
     def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
+        """Reference log-probs ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/ref``."""
         data.meta_info.update(meta)
+        start = time.perf_counter()
         log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
+        self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
         return log_probs

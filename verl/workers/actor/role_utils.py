@@ -53,12 +53,13 @@ def make_flops_counter(hf_config, output_size: int | None = None):
 def phase_mfu(flops_counter, data, elapsed: float, engine, backward: bool, passes: int = 1) -> float | None:
     """MFU of a phase that ran ``passes`` passes over ``data`` in ``elapsed`` seconds on this rank. The whole
     batch's lengths (``meta_info['global_token_num']``, set by the trainer) over all of ``engine``'s ranks when
-    known, else this rank's rows over its sequence-parallel group. None without a counter."""
+    known, else this rank's rows over the ranks that compute them together (``world_size // dp_size``: the
+    sequence-parallel group of FSDP, the tensor x pipeline group of Megatron). None without a counter."""
     if flops_counter is None:
         return None
     seqlens, world = data.meta_info.get("global_token_num"), engine.world_size
-    if seqlens is None:  # only this rank's share is known (computed by its sequence-parallel group)
-        seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), engine.ulysses.sp_size
+    if seqlens is None:  # only this rank's share is known (computed by its model- or sequence-parallel group)
+        seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), engine.world_size // engine.dp_size
     return passes * flops_counter.mfu(seqlens, elapsed, world, backward=backward)
 
 

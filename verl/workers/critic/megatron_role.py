@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-import torch.distributed as dist
-
 from verl.protocol import DataProto
 from verl.utils.checkpoint.megatron_checkpoint_manager import MegatronCheckpointManager
 from verl.workers.actor.role_utils import (
@@ -13,6 +11,7 @@ from verl.workers.actor.role_utils import (
     make_flops_counter,
     max_memory_allocated_gb,
     per_rank_mini_batch_size,
+    phase_mfu,
     with_fields,
 )
 from verl.workers.critic.megatron_critic import MegatronPPOCritic
@@ -45,22 +44,12 @@ class MegatronCriticRole(CheckpointedRole):
             "max_token_len": config.forward_max_token_len_per_gpu or config.ppo_max_token_len_per_gpu,
         }
 
-    def _mfu(self, data: DataProto, elapsed: float, backward: bool, passes: int = 1) -> float | None:
-        """MFU of ``passes`` passes over the whole batch (``meta_info['global_token_num']``) on every rank of the
-        group, or over this data-parallel rank's rows on its model-parallel ranks; None without a counter."""
-        if self.flops_counter is None:
-            return None
-        seqlens, world = data.meta_info.get("global_token_num"), dist.get_world_size()
-        if seqlens is None:
-            seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), world // self.engine.dp_size
-        return passes * self.flops_counter.mfu(seqlens, elapsed, world, backward=backward)
-
     def compute_values(self, data: DataProto):
         """Values ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/critic_infer``."""
         data.meta_info.update(self.forward_meta())
         start = time.perf_counter()
         values = self.critic.compute_values(data)
-        mfu = self._mfu(data, time.perf_counter() - start, backward=False)
+        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
         self.last_metrics = {} if mfu is None else {"perf/mfu/critic_infer": mfu}
         return values
 
@@ -68,7 +57,9 @@ class MegatronCriticRole(CheckpointedRole):
         """One ``update_critic`` call plus ``critic/lr``, ``perf/mfu/critic``, ``perf/max_memory_allocated_gb``."""
         start = time.perf_counter()
         metrics = self.critic.update_critic(data)
-        mfu = self._mfu(data, time.perf_counter() - start, backward=True, passes=int(self.config.ppo_epochs))
+        elapsed = time.perf_counter() - start
+        passes = int(self.config.ppo_epochs)
+        mfu = phase_mfu(self.flops_counter, data, elapsed, self.engine, backward=True, passes=passes)
         if mfu is not None:
             metrics["perf/mfu/critic"] = mfu
         metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()

@@ -2,6 +2,7 @@
 tests/workers/rollout/test_tensor_parallel_gpu.py).
 
 Usage: ``torchrun --nproc-per-node N -m tests.workers.rollout.vllm_rollout.tp_worker MODEL_DIR OUT_DIR [ENGINE]``
+(or one process per rank with ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` set)
 (ENGINE: ``vllm`` (default) or ``sglang``; on a GPU machine each rank takes GPU ``LOCAL_RANK`` and the engine
 runs in bf16). The prompts are split evenly over the ranks; the TP group gathers them, generates greedily, and
 each rank keeps its share.
@@ -9,6 +10,7 @@ Then (vllm) the same engine serves single requests (``rollout.mode=async``): ran
 at once, the other ranks step in lockstep with it.
 """
 
+import faulthandler
 import json
 import os
 import sys
@@ -45,6 +47,9 @@ def serve_single_requests(rollout, manager, tokenizer) -> list[list[int]]:
 
 
 def main(model_dir: str, out_dir: str, engine: str = "vllm") -> None:
+    stacks_after_s = float(os.environ.get("TP_WORKER_STACKS_AFTER_S", "0"))
+    if stacks_after_s > 0:  # a hung rank shows where it waits (the GPU test sets it)
+        faulthandler.dump_traceback_later(stacks_after_s, repeat=True)
     on_gpu = torch.cuda.is_available()
     if on_gpu:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

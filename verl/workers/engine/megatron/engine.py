@@ -198,6 +198,11 @@ class MegatronEngine:
         return self.ranks.dp_size
 
     @property
+    def world_size(self) -> int:
+        """Ranks of the whole layout (data x tensor x pipeline x context parallel)."""
+        return dist.get_world_size()
+
+    @property
     def dp_rank(self) -> int:
         return self.ranks.dp_rank
 
