@@ -57,9 +57,12 @@ def _chunk_forward(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
     return log_prob, entropy, lse
 
 
-def _chunk_backward(logits, labels, lse, entropy, grad_log_prob, grad_entropy, temperature: float, out_dtype=None):
+def _chunk_backward(
+    logits, labels, lse, entropy, grad_log_prob, grad_entropy, temperature: float, out_dtype=None, label_here=None
+):
     """Gradient ``(c, V)`` w.r.t. a chunk of untempered ``logits`` (float32, or ``out_dtype``). Works in place on
-    one float32 copy of the chunk: it becomes ``log p``, then ``p``, then the gradient."""
+    one float32 copy of the chunk: it becomes ``log p``, then ``p``, then the gradient. ``label_here (c,)`` (bool,
+    a vocabulary split over ranks): rows whose label lies in these columns; the others get no ``1[j = y]`` term."""
     tempered = _tempered(logits, temperature)
     log_p = tempered.sub_(lse.unsqueeze(1))
     if grad_entropy is None:
@@ -73,7 +76,8 @@ def _chunk_backward(logits, labels, lse, entropy, grad_log_prob, grad_entropy, t
         grad = probs * (-grad_log_prob).unsqueeze(1) if grad_log_prob is not None else torch.zeros_like(probs)
         grad.sub_(log_p.add_(entropy.unsqueeze(1)).mul_(probs).mul_(grad_entropy.unsqueeze(1)))
     if grad_log_prob is not None:
-        grad.scatter_add_(1, labels.unsqueeze(1), grad_log_prob.unsqueeze(1))
+        label_grad = grad_log_prob if label_here is None else torch.where(label_here, grad_log_prob, 0.0)
+        grad.scatter_add_(1, labels.unsqueeze(1), label_grad.unsqueeze(1))
     if temperature != 1.0:
         grad.div_(temperature)
     return grad if out_dtype is None else grad.to(out_dtype)

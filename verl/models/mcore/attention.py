@@ -8,18 +8,22 @@ sequences. For every sequence it
 1. rotates q and k with the Hugging Face model's own rotary class at positions ``0 .. len - 1``
    (``q' = q cos + rotate_half(q) sin``, Su et al. 2021, RoFormer eq. 34), so any RoPE variant of transformers
    (llama3, yarn, linear, ...) matches the HF model exactly;
-2. runs causal softmax attention ``softmax(q k^T / sqrt(d)) v`` with grouped key/value heads: flash-attention's
-   varlen kernel on CUDA when installed, else ``scaled_dot_product_attention`` per sequence.
+2. runs causal softmax attention ``softmax(q k^T / sqrt(d)) v`` with grouped key/value heads through the FSDP
+   engine's :func:`~verl.workers.engine.fsdp.attention.packed_causal_attention`: torch's varlen flash kernel for
+   bf16/fp16 CUDA tensors (one call for the whole pack, no host sync), else ``scaled_dot_product_attention`` per
+   sequence. (A Python loop over the sequences on the GPU costs a few kernel launches per sequence and layer,
+   forward and backward: seconds per step for a few hundred packed rollouts.)
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from megatron.core.transformer.module import MegatronModule
+
+from verl.workers.engine.fsdp.attention import packed_causal_attention
 
 _ROPE_CACHE_ATTR = "_verl_rope_cos_sin"
 
@@ -68,14 +72,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _flash_varlen():
-    if importlib.util.find_spec("flash_attn") is None:
-        return None
-    from flash_attn import flash_attn_varlen_func
-
-    return flash_attn_varlen_func
-
-
 class PackedRotaryAttention(MegatronModule):
     """Drop-in ``core_attention`` of ``SelfAttention`` (same constructor and ``forward`` signature as
     megatron-core's ``DotProductAttention``) for ``thd`` packed sequences; ``rotary`` is passed through the
@@ -118,27 +114,6 @@ class PackedRotaryAttention(MegatronModule):
         cos, sin = self.rotary.cos_sin(packed_seq_params, query)
         query = query * cos + rotate_half(query) * sin
         key = key * cos + rotate_half(key) * sin
-        cu_seqlens = packed_seq_params.cu_seqlens_q
-        flash = _flash_varlen() if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16) else None
-        if flash is not None:
-            max_len = int(packed_seq_params.max_seqlen_q)
-            out = flash(
-                query,
-                key,
-                value,
-                cu_seqlens,
-                cu_seqlens,
-                max_len,
-                max_len,
-                softmax_scale=self.softmax_scale,
-                causal=True,
-            )
-            return out.reshape(out.shape[0], -1)
-        outputs = []
-        for start, end in zip(cu_seqlens[:-1].tolist(), cu_seqlens[1:].tolist(), strict=True):
-            if end == start:
-                continue
-            q, k, v = (t[start:end].transpose(0, 1)[None] for t in (query, key, value))  # (1, heads, len, d)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale, enable_gqa=True)
-            outputs.append(out[0].transpose(0, 1).reshape(end - start, -1))
-        return torch.cat(outputs, dim=0)
+        max_len = int(packed_seq_params.max_seqlen_q)
+        out = packed_causal_attention(query, key, value, packed_seq_params.cu_seqlens_q, max_len, self.softmax_scale)
+        return out.reshape(out.shape[0], -1)

@@ -4,8 +4,8 @@ On the same SmolLM2-135M batch: log-probs, one PPO update's pg_loss and grad_nor
 head-padded copy of SmolLM2, the same function; ``verl.models.mcore.pad_heads``), TP=2 with sequence parallelism,
 and PP=2 (the original SmolLM2) are compared with FSDP2 on the same GPUs and with the float32 single-process
 reference; TP=2 x PP=2 on 4 GPUs when there are 4. Then two steps at TP=2 (the warm-up schedule's first runs at
-lr 0), save, load on the same layout and at PP=2, continue, and merge. Every comparison prints its mean / max |diff| (the numbers the
-issue asks for). Run on ``nvidia-h100-x2`` (and ``-x4``):
+lr 0), save, load on the same layout and at PP=2, continue, and merge. Every comparison prints its mean / max
+|diff| (the numbers the issue asks for). Run on ``nvidia-h100-x2`` (and ``-x4``):
 
     .venv/bin/python -m pytest tests/workers/engine/megatron/test_engine_gpu.py -s -q
 """

@@ -88,6 +88,17 @@ def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
     return torch.cat(outs, dim=1).transpose(0, 1)
 
 
+def packed_causal_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, scaling: float
+) -> torch.Tensor:
+    """``(T, Hq, D)`` causal attention of each packed sequence over its own tokens from ``query (T, Hq, D)`` and
+    ``key/value (T, Hkv, D)``: torch's varlen flash kernel for half-precision CUDA tensors, else sdpa per sequence
+    (also used by the Megatron engine's attention, :mod:`verl.models.mcore.attention`)."""
+    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16) and _cuda_varlen_kernel() is not None:
+        return _cuda_varlen(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
+    return _cpu_varlen(query, key, value, cu_seqlens, scaling)
+
+
 def cu_seqlens_from_position_ids(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     """``(cu_seqlens (N + 1,) int32, max_len)`` of a packed ``(1, T)`` row whose positions restart at 0."""
     flat = position_ids.reshape(-1)

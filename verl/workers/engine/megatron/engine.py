@@ -235,13 +235,12 @@ class MegatronEngine:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Next-token ``(log_probs, entropy)`` as ``(bs, S)`` tensors aligned like the FSDP engine's: position
         ``t`` holds ``log p(input_ids[t + 1] | input_ids[:t + 1])``; ``output`` is the last stage's
-        vocabulary-parallel logits ``(1, T, V / tp)``."""
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
-        logits = output[0] / temperature
+        vocabulary-parallel logits ``(1, T, V / tp)``, computed a chunk of rows at a time (no float32 copy of the
+        whole logits; their storage receives the gradient in the backward)."""
+        logits = output[0]
         vocab_start = self.ranks.tp_rank * logits.shape[-1]
         log_probs, entropy = vocab_parallel_log_probs_entropy(
-            logits, micro_batch.labels, vocab_start, self.ranks.tp_group, calculate_entropy
+            logits, micro_batch.labels, vocab_start, self.ranks.tp_group, calculate_entropy, temperature
         )
         return micro_batch.unpack(log_probs), micro_batch.unpack(entropy) if entropy is not None else None
 

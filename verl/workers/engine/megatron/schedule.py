@@ -1,5 +1,9 @@
 """Pipeline schedule: every micro-batch through every virtual stage, then (when training) the backward in reverse.
 
+Without a pipeline (one stage) each micro-batch's backward runs right after its forward, so only one
+micro-batch's activations are alive at a time (as the FSDP engine's gradient accumulation); the schedule below is
+for two or more stages.
+
 Virtual stage ``s = chunk * pp + pp_rank`` (``chunk`` = virtual-pipeline chunk of this rank); stage ``s`` takes
 the activations of stage ``s - 1`` and hands its output to ``s + 1``, so the pipeline ranks form a ring. The order
 is all forwards followed by all backwards in exactly the reverse order (the "GPipe" order, Huang et al. 2019),
@@ -108,6 +112,8 @@ class PipelineSchedule:
         ``last_stage_step`` in micro-batch order on the rank holding the last virtual stage, else ``[]``.
 
         Gradients accumulate into the parameters' ``.grad`` (no data-parallel reduction here)."""
+        if self.num_stages == 1:
+            return self._run_single_stage(micro_batches, last_stage_step, forward_only)
         device = micro_batches[0].input_ids.device if micro_batches else torch.device("cpu")
         sends = _Sends()
         results: list[Any] = []
@@ -131,6 +137,20 @@ class PipelineSchedule:
         sends.wait()
         if not forward_only:
             self._backward(saved, micro_batches, device, sends)
+        return results
+
+    def _run_single_stage(
+        self, micro_batches: Sequence[PackedMicroBatch], last_stage_step: LastStageStep, forward_only: bool
+    ) -> list[Any]:
+        """One stage: forward, loss and backward of each micro-batch in turn (no activations kept across them)."""
+        results: list[Any] = []
+        with torch.no_grad() if forward_only else nullcontext():
+            for index, micro_batch in enumerate(micro_batches):
+                loss, result = last_stage_step(self._forward_chunk(0, micro_batch, None), index)
+                results.append(result)
+                if not forward_only:
+                    loss.backward()
+        self.chunks[0].set_input_tensor(None)
         return results
 
     def _backward(self, saved, micro_batches, device, sends: _Sends) -> None:

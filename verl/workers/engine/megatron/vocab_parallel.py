@@ -1,14 +1,23 @@
-"""Log-probabilities and entropy over a vocabulary split across tensor-parallel ranks.
+"""Log-probabilities and entropy over a vocabulary split across tensor-parallel ranks, a chunk of rows at a time.
 
 Each rank holds ``logits (T, V / tp)`` for its slice ``[start, start + V / tp)`` of the vocabulary. With the
-global max ``m`` and ``Z = sum_v exp(z_v - m)`` (summed over ranks):
+tempered logits ``z = logits / temperature``, the global row max ``m`` and ``Z = sum_v exp(z_v - m)`` (summed over
+ranks)::
 
     log p(y) = (z_y - m) - log Z
     H        = log Z - sum_v p_v (z_v - m)
 
-The cross-rank sums use megatron-core's ``reduce_from_tensor_model_parallel_region`` (all-reduce forward,
-identity backward): every rank computes the same loss from the same reduced values, so each rank's gradient with
-respect to its own logits is the gradient of that one loss.
+and the gradients with respect to this rank's logits (Bishop, PRML §4.3.4 for the softmax Jacobian)::
+
+    d log p(y) / d z_j = 1[j = y] - p_j            d H / d z_j = -p_j (log p_j + H)
+
+Every rank computes the same loss from the same reduced values, and each rank's gradient is that loss's gradient
+with respect to its own logits, so the backward needs no communication.
+
+As :mod:`verl.utils.chunked_logprobs` (the FSDP engine's head), at most one float32 chunk of ``rows_per_chunk``
+rows exists besides the model's logits, in forward and backward: the forward keeps only the per-row statistics,
+the backward recomputes ``p`` a chunk at a time and writes the gradient into the logits' own storage. Two
+all-reduces per call (the row maxima; then the sums of all rows at once).
 """
 
 from __future__ import annotations
@@ -16,34 +25,86 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from verl.utils.chunked_logprobs import _chunk_backward, _reduction_dtype, _tempered, rows_per_chunk
 
-def _reduce(tensor: torch.Tensor, group) -> torch.Tensor:
-    if group is None or dist.get_world_size(group) == 1:
-        return tensor
-    from megatron.core.tensor_parallel import reduce_from_tensor_model_parallel_region
 
-    return reduce_from_tensor_model_parallel_region(tensor, group=group)
+def _all_reduce(tensor: torch.Tensor, op, group) -> None:
+    if group is not None and dist.get_world_size(group) > 1:
+        dist.all_reduce(tensor, op=op, group=group)
+
+
+class _VocabParallelLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels, vocab_start: int, group, temperature: float, with_entropy: bool, chunk_rows: int):
+        ctx.set_materialize_grads(False)
+        num_rows, local_vocab = logits.shape
+        dtype = _reduction_dtype(logits.dtype)
+        local_labels = labels - vocab_start
+        label_here = (local_labels >= 0) & (local_labels < local_vocab)
+        local_labels = local_labels.clamp(0, local_vocab - 1)
+        # max(z / temperature) = max(z) / temperature (temperature > 0); a dtype conversion keeps the order
+        row_max = logits.detach().amax(dim=-1).to(dtype).div_(temperature)
+        _all_reduce(row_max, dist.ReduceOp.MAX, group)
+        # rows: sum_v exp(z_v - m), z_y - m (0 off this rank), sum_v exp(z_v - m) (z_v - m)
+        sums = torch.zeros(3 if with_entropy else 2, num_rows, dtype=dtype, device=logits.device)
+        for start in range(0, num_rows, chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            shifted = _tempered(logits[rows], temperature).sub_(row_max[rows, None])
+            picked = shifted.gather(1, local_labels[rows, None])[:, 0]
+            sums[1, rows] = torch.where(label_here[rows], picked, 0.0)
+            if with_entropy:
+                exp = shifted.exp()
+                sums[0, rows] = exp.sum(dim=-1)
+                sums[2, rows] = torch.linalg.vecdot(exp, shifted, dim=-1)
+            else:
+                sums[0, rows] = shifted.exp_().sum(dim=-1)
+        _all_reduce(sums, dist.ReduceOp.SUM, group)
+        log_z = sums[0].log()
+        log_prob = sums[1] - log_z
+        entropy = log_z - sums[2] / sums[0] if with_entropy else None
+        ctx.save_for_backward(logits, local_labels, label_here, row_max + log_z, entropy)
+        ctx.temperature, ctx.chunk_rows = temperature, chunk_rows
+        # the backward writes into the logits' storage, which only this function reads (the model made them)
+        ctx.inplace = not logits.is_leaf
+        return log_prob, entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_log_prob, grad_entropy):
+        logits, local_labels, label_here, lse, entropy = ctx.saved_tensors
+        grad_logits = logits if ctx.inplace else torch.empty_like(logits)
+        for start in range(0, logits.shape[0], ctx.chunk_rows):
+            rows = slice(start, start + ctx.chunk_rows)
+            grad = _chunk_backward(
+                logits[rows],
+                local_labels[rows],
+                lse[rows],
+                entropy[rows] if entropy is not None else None,
+                grad_log_prob[rows] if grad_log_prob is not None else None,
+                grad_entropy[rows] if grad_entropy is not None else None,
+                ctx.temperature,
+                label_here=label_here[rows],
+            )
+            grad_logits[rows].copy_(grad)
+        return grad_logits, None, None, None, None, None, None
 
 
 def vocab_parallel_log_probs_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, vocab_start: int, group=None, calculate_entropy: bool = False
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    vocab_start: int,
+    group=None,
+    calculate_entropy: bool = False,
+    temperature: float = 1.0,
+    chunk_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(log_probs (T,), entropy (T,) | None)`` of ``logits (T, V_local)`` (already divided by the temperature)
-    at ``labels (T,)`` (global vocabulary ids)."""
-    logits = logits.float()
-    local_max = logits.detach().max(dim=-1).values
-    if group is not None and dist.get_world_size(group) > 1:
-        dist.all_reduce(local_max, op=dist.ReduceOp.MAX, group=group)
-    shifted = logits - local_max[:, None]
-    exp = shifted.exp()
-    sum_exp = _reduce(exp.sum(dim=-1), group)
-    log_z = sum_exp.log()
-    local_labels = labels - vocab_start
-    in_range = (local_labels >= 0) & (local_labels < logits.shape[-1])
-    picked = shifted.gather(-1, local_labels.clamp(0, logits.shape[-1] - 1)[:, None])[:, 0]
-    label_logit = _reduce(torch.where(in_range, picked, torch.zeros_like(picked)), group)
-    log_probs = label_logit - log_z
-    if not calculate_entropy:
-        return log_probs, None
-    expected = _reduce((exp * shifted).sum(dim=-1), group) / sum_exp
-    return log_probs, log_z - expected
+    """``(log_probs (T,), entropy (T,) | None)``, float32 (float64 for float64 logits), of
+    ``softmax(logits / temperature)`` at ``labels (T,)`` (global vocabulary ids) from this rank's
+    ``logits (T, V_local)`` in any float dtype. The backward overwrites a non-leaf ``logits`` with its gradient."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
+    if logits.dim() != 2 or labels.shape != logits.shape[:1]:
+        raise ValueError(f"expected (T, V) logits and (T,) labels; got {tuple(logits.shape)} and {tuple(labels.shape)}")
+    chunk_rows = chunk_rows or rows_per_chunk(logits.shape[1], logits.device)
+    args = (logits, labels.long(), int(vocab_start), group, float(temperature), calculate_entropy, chunk_rows)
+    return _VocabParallelLogProbs.apply(*args)
