@@ -180,7 +180,7 @@ def _rank(rank, world, path, tensors, budget, repeats, profile_update):
     out = {}
     for name in ("fsdp2", "megatron-tp2"):
         gc.collect()
-        out[name] = _measure(name, path, tensors, budget, repeats, profile_update and rank == 0)
+        out[name] = _measure(name, path, tensors, budget, repeats, profile_update)  # collectives: every rank
         out[name]["micro_batches"] = plans[name][-1]  # the update's plan
     return out
 

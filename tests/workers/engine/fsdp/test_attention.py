@@ -119,3 +119,46 @@ def test_cuda_varlen_kernel_matches_per_sequence_sdpa(arch):
     out = _cuda_varlen(q, k, v, cu_seqlens, max(lens), 64**-0.5)
     ref = _cpu_varlen(q.float(), k.float(), v.float(), cu_seqlens, 64**-0.5)
     assert float((out.float() - ref).norm() / ref.norm()) < 1e-2
+
+
+def _per_sequence_attention(q, k, v, lens, scale):
+    """Plain causal softmax attention of each sequence alone, key/value heads repeated for grouped queries."""
+    groups = q.shape[1] // k.shape[1]
+    outs, start = [], 0
+    for length in lens:
+        qs, ks, vs = (t[start : start + length].transpose(0, 1) for t in (q, k, v))  # (H, len, D)
+        ks, vs = ks.repeat_interleave(groups, 0), vs.repeat_interleave(groups, 0)
+        scores = (qs @ ks.transpose(1, 2)) * scale
+        causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        outs.append((scores.masked_fill(~causal, float("-inf")).softmax(-1) @ vs).transpose(0, 1))
+        start += length
+    return torch.cat(outs)
+
+
+def test_packed_causal_attention_matches_plain_attention_per_sequence():
+    from verl.workers.engine.fsdp.attention import packed_causal_attention
+
+    lens = [5, 1, 9]
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(sum(lens), h, 8, generator=gen, dtype=torch.float64) for h in (4, 2, 2))
+    cu_seqlens = torch.tensor([0, 5, 6, 15], dtype=torch.int32)
+    out = packed_causal_attention(q, k, v, cu_seqlens, max(lens), 0.3)
+    torch.testing.assert_close(out, _per_sequence_attention(q, k, v, lens, 0.3), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_packed_causal_attention_is_one_varlen_call_on_cuda():
+    """bf16 on the GPU (the Megatron engine's attention): the whole pack in one kernel call, no per-sequence sdpa."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from verl.workers.engine.fsdp.attention import packed_causal_attention
+
+    lens = [300, 7, 512, 1, 90] * 20
+    cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q, k, v = (torch.randn(sum(lens), h, 64, device="cuda", dtype=torch.bfloat16) for h in (12, 4, 4))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = packed_causal_attention(q, k, v, cu_seqlens, max(lens), 64**-0.5)
+    assert not [e for e in prof.key_averages() if e.key == "aten::scaled_dot_product_attention"]
+    ref = _per_sequence_attention(q.float(), k.float(), v.float(), lens, 64**-0.5)
+    assert float((out.float() - ref).norm() / ref.norm()) < 1e-2
