@@ -9,7 +9,8 @@ micro-batch per rank and Megatron two.
 Per engine (rank 0): seconds of ``compute_log_prob`` (with entropy) and of ``update_policy`` (best of
 ``--repeats`` after a warm-up), the micro-batches (rows, valid tokens, tokens fed to the model), the peak resident
 memory above the level before the call (glibc hands big blocks back: ``MALLOC_MMAP_THRESHOLD_``), the ratios to
-FSDP2 and the largest |log-prob - FSDP2's|. ``--profile`` adds the update's top operators (torch.profiler).
+FSDP2 and the largest |log-prob - FSDP2's|. ``--profile`` adds the update's top operators (torch.profiler). Last,
+the host cost of a per-sequence attention loop (what the Megatron attention ran on GPUs without ``flash_attn``).
 
     python -m benchmarks.bench_megatron_cpu                      # tiny Llama with SmolLM2's 49k vocabulary
     python -m benchmarks.bench_megatron_cpu --model smollm2 --sequences 8 --profile
@@ -185,6 +186,28 @@ def _rank(rank, world, path, tensors, budget, repeats, profile_update):
     return out
 
 
+def attention_loop_host_ms(sequences: int = 128, repeats: int = 10) -> tuple[float, float]:
+    """Host milliseconds of one layer's per-sequence sdpa loop (forward, forward + backward) over ``sequences``
+    one-token sequences: the per-call cost a GPU run pays when attention is not one varlen kernel call (the
+    Megatron attention's fallback before this fix; 128 sequences = a GRPO micro-batch of the issue-16 run)."""
+    from verl.workers.engine.fsdp.attention import _cpu_varlen
+
+    cu_seqlens = torch.arange(sequences + 1, dtype=torch.int32)
+    q, k, v = (torch.randn(sequences, h, 64, requires_grad=True) for h in (6, 2, 2))  # SmolLM2 TP=2 local heads
+    for _ in range(2):
+        _cpu_varlen(q, k, v, cu_seqlens, 0.125).sum().backward()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        _cpu_varlen(q, k, v, cu_seqlens, 0.125).sum().backward()
+    both = (time.perf_counter() - start) / repeats
+    with torch.no_grad():
+        start = time.perf_counter()
+        for _ in range(repeats):
+            _cpu_varlen(q, k, v, cu_seqlens, 0.125)
+        forward = (time.perf_counter() - start) / repeats
+    return forward * 1e3, both * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
@@ -225,6 +248,12 @@ def main() -> None:
             f"{update_s / baseline[0]:.2f} | {max(r['log_prob_mib'] for r in results):.0f} | "
             f"{max(r['update_mib'] for r in results):.0f} | {diff:.2e} |"
         )
+    torch.set_num_threads(1)
+    forward_ms, both_ms = attention_loop_host_ms()
+    print(
+        f"\nper-sequence attention loop, 128 one-token sequences, one layer, host: forward {forward_ms:.2f} ms, "
+        f"forward + backward {both_ms:.2f} ms (x 30 layers x 2 micro-batches: {both_ms * 0.06:.2f} s per update)"
+    )
     for name in ("fsdp2", "megatron-tp2"):
         if per_rank[0][name]["profile"]:
             print(f"\n{name} update, rank 0:\n{per_rank[0][name]['profile']}")
