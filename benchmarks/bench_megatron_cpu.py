@@ -30,26 +30,10 @@ PROMPT, RESPONSE = 64, 64
 
 
 def batch(sequences: int, seed: int = 0, vocab: int = 49152) -> dict[str, torch.Tensor]:
-    """Rollout-layout batch (left-padded prompts, right-padded responses) with old/ref log-probs and advantages."""
-    gen = torch.Generator().manual_seed(seed)
-    prompt_lens = torch.randint(PROMPT // 2, PROMPT + 1, (sequences,), generator=gen)
-    response_lens = torch.randint(8, RESPONSE + 1, (sequences,), generator=gen)
-    prompt_mask = (torch.arange(PROMPT) >= PROMPT - prompt_lens[:, None]).long()
-    response_mask = (torch.arange(RESPONSE) < response_lens[:, None]).long()
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    input_ids = torch.randint(3, vocab, attention_mask.shape, generator=gen) * attention_mask + 2 * (1 - attention_mask)
-    mask = response_mask.float()
-    return {
-        "prompts": input_ids[:, :PROMPT],
-        "responses": input_ids[:, PROMPT:],
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
-        "response_mask": response_mask,
-        "old_log_probs": (-8.0 + torch.randn(mask.shape, generator=gen)) * mask,
-        "ref_log_prob": (-8.0 + torch.randn(mask.shape, generator=gen)) * mask,
-        "advantages": torch.randn(mask.shape, generator=gen) * mask,
-    }
+    """Rollout-layout batch (prompts of 32-64 tokens, responses of 8-64) with old/ref log-probs and advantages."""
+    from benchmarks.bench_megatron_vs_fsdp import rollout_update_batch
+
+    return rollout_update_batch(sequences, PROMPT, RESPONSE, PROMPT // 2, 8, seed, vocab)
 
 
 class PeakRss:
@@ -82,17 +66,9 @@ class PeakRss:
 
 
 def _config(sequences: int, dp: int, budget: int):
-    from verl.workers.config import FSDPActorConfig, OptimConfig
+    from benchmarks.bench_megatron_vs_fsdp import update_actor_config
 
-    return FSDPActorConfig(
-        ppo_mini_batch_size=sequences // dp,
-        use_dynamic_bsz=True,
-        ppo_max_token_len_per_gpu=budget,
-        entropy_coeff=0.0,
-        use_kl_loss=True,
-        kl_loss_coef=0.001,
-        optim=OptimConfig(lr=1e-6),
-    )
+    return update_actor_config(sequences, dp, budget)
 
 
 def _build(name: str, path: str, sequences: int, budget: int):

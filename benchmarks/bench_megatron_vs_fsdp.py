@@ -27,20 +27,23 @@ TOKEN_BUDGET = 8192
 REPEATS = 2
 
 
-def gsm8k_shaped_batch(seed: int = 0, vocab: int = 49152) -> dict[str, torch.Tensor]:
-    """Rollout-layout batch (left-padded prompts, right-padded responses) with random old log-probs/advantages."""
+def rollout_update_batch(
+    sequences: int, prompt: int, response: int, min_prompt: int, min_response: int, seed: int = 0, vocab: int = 49152
+) -> dict[str, torch.Tensor]:
+    """Rollout-layout batch (left-padded prompts of ``min_prompt..prompt`` tokens, right-padded responses of
+    ``min_response..response``) with random old/ref log-probs and advantages (shared with ``bench_megatron_cpu``)."""
     gen = torch.Generator().manual_seed(seed)
-    prompt_lens = torch.randint(100, PROMPT + 1, (SEQUENCES,), generator=gen)
-    response_lens = torch.randint(32, RESPONSE + 1, (SEQUENCES,), generator=gen)
-    prompt_mask = (torch.arange(PROMPT) >= PROMPT - prompt_lens[:, None]).long()
-    response_mask = (torch.arange(RESPONSE) < response_lens[:, None]).long()
+    prompt_lens = torch.randint(min_prompt, prompt + 1, (sequences,), generator=gen)
+    response_lens = torch.randint(min_response, response + 1, (sequences,), generator=gen)
+    prompt_mask = (torch.arange(prompt) >= prompt - prompt_lens[:, None]).long()
+    response_mask = (torch.arange(response) < response_lens[:, None]).long()
     attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    tokens = torch.randint(3, vocab, (SEQUENCES, PROMPT + RESPONSE), generator=gen)
+    tokens = torch.randint(3, vocab, (sequences, prompt + response), generator=gen)
     input_ids = tokens * attention_mask + 2 * (1 - attention_mask)
     mask = response_mask.float()
     return {
-        "prompts": input_ids[:, :PROMPT],
-        "responses": input_ids[:, PROMPT:],
+        "prompts": input_ids[:, :prompt],
+        "responses": input_ids[:, prompt:],
         "input_ids": input_ids,
         "attention_mask": attention_mask,
         "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
@@ -51,18 +54,29 @@ def gsm8k_shaped_batch(seed: int = 0, vocab: int = 49152) -> dict[str, torch.Ten
     }
 
 
-def _actor_config(dp: int):
+def gsm8k_shaped_batch(seed: int = 0, vocab: int = 49152) -> dict[str, torch.Tensor]:
+    """The benchmark's batch: 64 sequences, prompts of 100-384 tokens, responses of 32-256."""
+    return rollout_update_batch(SEQUENCES, PROMPT, RESPONSE, 100, 32, seed, vocab)
+
+
+def update_actor_config(sequences: int, dp: int, budget: int):
+    """The actor config both engines update with: one mini-batch of ``sequences`` over ``dp`` ranks, micro-batches
+    from a ``budget``-token dynamic budget, KL loss, no entropy term (shared with ``bench_megatron_cpu``)."""
     from verl.workers.config import FSDPActorConfig, OptimConfig
 
     return FSDPActorConfig(
-        ppo_mini_batch_size=SEQUENCES // dp,
+        ppo_mini_batch_size=sequences // dp,
         use_dynamic_bsz=True,
-        ppo_max_token_len_per_gpu=TOKEN_BUDGET,
+        ppo_max_token_len_per_gpu=budget,
         entropy_coeff=0.0,
         use_kl_loss=True,
         kl_loss_coef=0.001,
         optim=OptimConfig(lr=1e-6),
     )
+
+
+def _actor_config(dp: int):
+    return update_actor_config(SEQUENCES, dp, TOKEN_BUDGET)
 
 
 def _build(name: str, layout: dict, original: str, padded: str):
