@@ -58,6 +58,7 @@ from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES a
     _phase_peaks,
     _start_gpu_monitors,
     _stop_group,
+    cpu_during_generation,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -284,6 +285,8 @@ def run_verl(
             if index in arrivals and sampler is not None:
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
+    if monitors:
+        cpu_during_generation(out, name, records, arrivals)
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
@@ -572,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
             thread.join()
     summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
-        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*")
+        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl")
         for log in sorted({path for pattern in patterns for path in out.glob(pattern)}):
             archive.add(log, arcname=log.name)
             log.unlink()

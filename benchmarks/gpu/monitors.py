@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -53,6 +54,20 @@ class MemorySampler:
         return max(values) / 2**30 if values else None
 
 
+def phase_window(record: dict, end: float, phase: str) -> tuple[float, float] | None:
+    """(start, end) of ``phase`` in one step that ended at ``end`` (phases laid end to end from the step's start,
+    in trainer order); None when the step did not time it."""
+    cursor = end - float(record.get("timing_s/step", 0.0))
+    for name in PHASES:
+        seconds = record.get(f"timing_s/{name}")
+        if seconds is None:
+            continue
+        if name == phase:
+            return cursor, cursor + float(seconds)
+        cursor += float(seconds)
+    return None
+
+
 def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, float]:
     """Peak device memory (GiB) of each timed phase of one step that ended at ``end`` (phases laid end to end from
     the step's start, in trainer order)."""
@@ -81,11 +96,23 @@ def _start_gpu_monitors(out: Path, name: str, device: str) -> list[subprocess.Po
     memory-bandwidth use per process on GPU ``device``: does the training process's context run kernels while the
     engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
     is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
-    memory sampler. Each monitor is its own process group (:func:`_stop_group`)."""
+    memory sampler. Every 0.25 s, :mod:`benchmarks.gpu.cpu_monitor` records each thread's CPU time and the host's
+    steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it). Each monitor is its own process
+    group (:func:`_stop_group`)."""
     commands = {
         "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
         "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
         "top": ["bash", "-c", f"top -b -d 1 -c -w 250 | awk '/^top -/{{n=0}} n++<{TOP_LINES}'"],
+        "cpu": [
+            sys.executable,
+            "-m",
+            "benchmarks.gpu.cpu_monitor",
+            "record",
+            "--out",
+            str(out / f"{name}.cpu.jsonl"),
+            "--interval",
+            "0.25",
+        ],  # fmt: skip
     }
     monitors = []
     for tool, command in commands.items():
@@ -107,3 +134,21 @@ def _stop_group(process: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+def cpu_during_generation(out: Path, name: str, records: list[dict], arrivals: dict[int, float]) -> None:
+    """Print who used the CPUs during the generation phases of steps 2 and later of run ``name`` (from its
+    ``<name>.cpu.jsonl``; ``arrivals[i]`` is when record ``i``'s step ended), against the rest of the run."""
+    from benchmarks.gpu.cpu_monitor import print_summary, summarize
+
+    path = out / f"{name}.cpu.jsonl"
+    windows = [
+        window
+        for index, record in enumerate(records)
+        if index in arrivals and record.get("step", 0) >= 2
+        if (window := phase_window(record, arrivals[index], "gen")) is not None
+    ]
+    if not path.exists() or not windows:
+        return
+    print(f"[{name}] CPU use during generation (steps 2+, busy) and elsewhere (other):", flush=True)
+    print_summary(summarize(path, windows=windows, top=15))
