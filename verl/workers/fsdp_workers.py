@@ -121,9 +121,6 @@ class ActorRolloutRefWorker(ActorRolloutRefWorkerBase):
                 self.ref = ReferenceRole(model_config, self.config.ref)
                 register_ulysses_dispatch(self, REF_MESH, self.ref.engine.ulysses)
 
-    def _phase_metrics(self, key: str, role) -> dict[str, Any]:
-        return {key: role.last_metrics}
-
     def _extra_log_prob_tensors(self, actor: ActorRole, data: DataProto) -> dict[str, Any]:
         if not self.config.actor.calculate_sum_pi_squared:
             return {}

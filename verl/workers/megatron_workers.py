@@ -13,8 +13,6 @@ the other by ``strategy`` (:mod:`verl.workers.worker_registry`). Two dispatch me
 
 from __future__ import annotations
 
-from typing import Any
-
 from verl.protocol import DataProto
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.actor.megatron_roles import MegatronActorRole, MegatronReferenceRole
@@ -54,9 +52,6 @@ class ActorRolloutRefWorker(ActorRolloutRefWorkerBase):
     @property
     def _rollout_n(self) -> int:
         return int(self.config.rollout.n)
-
-    def _phase_metrics(self, key: str, role) -> dict[str, Any]:
-        return {key: role.last_metrics}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:

@@ -94,9 +94,9 @@ class ActorRolloutRefWorkerBase(Worker):
         return value
 
     def _phase_metrics(self, key: str, role) -> dict[str, Any]:
-        """``meta_info`` entries with a forward-only phase's metrics (``{key: role.last_metrics}`` where the
-        backend's roles measure them); none here."""
-        return {}
+        """``meta_info`` entry with a forward-only phase's metrics: every backend's roles keep them (MFU) in
+        ``last_metrics`` after ``compute_log_prob`` / ``compute_ref_log_prob``."""
+        return {key: role.last_metrics}
 
     def _extra_log_prob_tensors(self, actor, data: DataProto) -> dict[str, Any]:
         """Tensors that ``compute_log_prob`` returns besides ``old_log_probs`` and ``entropys``; none here."""
