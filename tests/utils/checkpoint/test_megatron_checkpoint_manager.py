@@ -58,7 +58,8 @@ def _checkpoint_rank(rank, world, path, batches, folder):
     # megatron.use_dist_checkpointing: a new engine starts from the checkpoint's weights instead of the HF files
     engine, _ = megatron_actor(path, pp=2, micro=1, use_dist_checkpointing=True, dist_checkpointing_path=folder)
     out["dist_checkpointing_loaded"] = dict(engine.iter_full_state_dict())
-    for name, layout in (("same", dict(tp=2)), ("resharded", dict(tp=1, use_distributed_optimizer=True))):
+    layouts = {"same": dict(tp=2), "resharded": dict(tp=1, use_distributed_optimizer=True), "pp2": dict(pp=2, micro=1)}
+    for name, layout in layouts.items():
         engine, actor = megatron_actor(path, optim_overrides=WARMUP, **layout)
         _manager(engine).load_checkpoint(folder)
         out[f"{name}_loaded"] = dict(engine.iter_full_state_dict())
@@ -78,7 +79,7 @@ def test_save_resume_reshard_and_merge(tmp_path):
     saved, original = result["saved"], result["original"]
     for key, tensor in saved.items():
         assert torch.equal(result["dist_checkpointing_loaded"][key], tensor), f"use_dist_checkpointing: {key}"
-    for name in ("same", "resharded"):
+    for name in ("same", "resharded", "pp2"):
         for key, tensor in saved.items():
             assert torch.equal(result[f"{name}_loaded"][key], tensor), f"{name}: {key} not restored"
         assert result[f"{name}_lr"] == pytest.approx(original["actor/lr"]), name

@@ -13,6 +13,7 @@ lr 0), save, load on the same layout and at PP=2, continue, and merge. Every com
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -81,11 +82,15 @@ class Parity:
     """Largest |weight| in the dropped head padding after the update (0: the padded heads stayed inert)."""
     reference_params: dict[str, torch.Tensor]
     """float32 reference weights after the same update."""
+    fsdp_params: dict[str, torch.Tensor]
+    """FSDP2's weights after the same update on the same GPUs (bf16 compute over float32 weights)."""
 
-    def fraction_within(self, atol: float) -> float:
-        """The smallest, over tensors, fraction of weights within ``atol`` of the reference step."""
-        shared = [k for k in self.reference_params if k in self.params]
-        return min(((self.params[k] - self.reference_params[k]).abs() <= atol).float().mean().item() for k in shared)
+    def fraction_within(self, atol: float, params: dict[str, torch.Tensor] | None = None) -> float:
+        """The smallest, over tensors, fraction of weights (Megatron's, or ``params``) within ``atol`` of the
+        reference step."""
+        params = self.params if params is None else params
+        shared = [k for k in self.reference_params if k in params]
+        return min(((params[k] - self.reference_params[k]).abs() <= atol).float().mean().item() for k in shared)
 
     def error(self, log_probs: torch.Tensor) -> torch.Tensor:
         """``|log_probs - float32 reference|`` per response token."""
@@ -128,6 +133,7 @@ def _measure_parity(world: int, layouts: dict) -> dict[str, Parity]:
             params=params,
             padding_max=max((float(t.abs().max()) for t in padding.values() if t.numel()), default=0.0),
             reference_params=ref_params,
+            fsdp_params=per_rank[0]["fsdp"]["params"],
         )
         diff = (parity.log_probs - parity.fsdp_log_probs).abs()
         mine, theirs = parity.error(parity.log_probs), parity.error(parity.fsdp_log_probs)
@@ -141,7 +147,10 @@ def _measure_parity(world: int, layouts: dict) -> dict[str, Parity]:
             f"fp32-ref {ref_pg_loss:.5f}; grad_norm megatron {parity.grad_norm:.4f} "
             f"fsdp2 {parity.fsdp_grad_norm:.4f} fp32-ref {ref_grad_norm:.4f}"
         )
-        print(f"[{name}] weights within 0.1*lr of the fp32 step (worst tensor): {parity.fraction_within(0.1 * LR):.4f}")
+        print(
+            f"[{name}] weights within 0.1*lr of the fp32 step (worst tensor): megatron "
+            f"{parity.fraction_within(0.1 * LR):.4f} fsdp2 {parity.fraction_within(0.1 * LR, parity.fsdp_params):.4f}"
+        )
         print(f"[{name}] largest |weight| in the head padding after the update: {parity.padding_max}")
         parities[name] = parity
     return parities
@@ -162,6 +171,10 @@ GRAD_NORM_RTOL = 0.05
 STEP_ATOL = 0.1 * LR
 """A weight "took the reference step" when it lands within a tenth of the learning rate of the fp32 weight."""
 MIN_FRACTION_ON_STEP = 0.95
+FRACTION_MARGIN_TO_FSDP2 = 0.05
+"""AdamW's first step moves each weight by about lr * sign(grad), so a weight whose tiny gradient has the other sign
+under bf16 lands 2 lr away. Session 8's H200 run: 75% of the worst tensor's weights within 0.1 lr for TP=2, 86% for
+PP=2. The bound is FSDP2's fraction on the same GPUs less this margin (or 0.95, whichever is lower)."""
 
 
 def _assert_parity(name: str, p: Parity) -> None:
@@ -170,7 +183,8 @@ def _assert_parity(name: str, p: Parity) -> None:
     assert mine.max() <= max(LOG_PROB_MAX_DIFF, ERROR_RATIO_TO_FSDP2 * theirs.max()), name
     assert p.pg_loss == pytest.approx(p.reference_pg_loss, rel=LOSS_RTOL, abs=LOSS_ATOL), name
     assert p.grad_norm == pytest.approx(p.reference_grad_norm, rel=GRAD_NORM_RTOL), name
-    assert p.fraction_within(STEP_ATOL) > MIN_FRACTION_ON_STEP, name
+    floor = min(MIN_FRACTION_ON_STEP, p.fraction_within(STEP_ATOL, p.fsdp_params) - FRACTION_MARGIN_TO_FSDP2)
+    assert p.fraction_within(STEP_ATOL) >= floor, name
     assert p.padding_max == 0.0, f"{name}: the padded heads moved"
 
 
@@ -223,11 +237,20 @@ def _resume_rank(rank, world, path, folder):
         engine, actor = megatron_actor(path, optim_overrides=WARMUP, **layout)
         _manager(engine).load_checkpoint(folder)
         resumed[name] = _step(engine, actor, batches[2])
-    return {"straight": straight, "resumed": resumed, "saved": saved if rank == 0 else None}
+    # the same PP=2 step from the saved weights by another route: a fresh engine built from the checkpoint's
+    # Hugging Face export (the loss and grad norm come before the optimizer step, so its fresh Adam state is moot)
+    del engine, actor
+    _free()
+    engine, actor = megatron_actor(os.path.join(folder, "huggingface"), pp=2, micro=1, optim_overrides=WARMUP)
+    fresh_pp2 = _step(engine, actor, batches[2])
+    return {"straight": straight, "resumed": resumed, "fresh_pp2": fresh_pp2, "saved": saved if rank == 0 else None}
 
 
 # Resuming on the layout that saved repeats the same computation (bf16 kernels may still sum in another order
-# between runs); resuming on another layout computes the step with other reductions: bf16 tolerance.
+# between runs), and so does a fresh PP=2 engine built from the checkpoint's Hugging Face export next to the PP=2
+# engine that resumed from the checkpoint. Across layouts bf16 sums differently, so each layout's step is held to
+# the float32 single-process step from the saved weights with the parity test's tolerances (in float32 on CPU,
+# tests/utils/checkpoint/test_megatron_checkpoint_manager.py holds TP=2 -> PP=2 to 1e-5).
 SAME_LAYOUT_RTOL = 5e-3
 
 
@@ -235,20 +258,30 @@ SAME_LAYOUT_RTOL = 5e-3
 def test_save_tp2_resume_pp2_and_merge(tmp_path):
     from transformers import AutoModelForCausalLM
 
+    from tests.workers.engine.fsdp.distributed import update_batch
     from verl.model_merger.__main__ import main as merger_main
 
     padded = tp_padded_model_path(smollm2_path(), 2)
     folder = str(tmp_path / "global_step_2" / "actor")
     result = run_on_ranks(_resume_rank, 2, padded, folder)[0]
+    batch = update_batch(seed=3)  # _resume_rank's third batch
+    batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
+    ref_pg_loss, ref_grad_norm, *_ = reference_step(os.path.join(folder, "huggingface"), batch)
     straight = result["straight"]
-    for name, resumed in result["resumed"].items():
-        print(f"resume TP=2 -> {name}: pg_loss {straight['actor/pg_loss']} vs {resumed['actor/pg_loss']}")
-        print(f"resume TP=2 -> {name}: grad_norm {straight['actor/grad_norm']} vs {resumed['actor/grad_norm']}")
-    same, other = result["resumed"]["tp2"], result["resumed"]["pp2"]
-    assert same["actor/pg_loss"][0] == pytest.approx(straight["actor/pg_loss"][0], rel=SAME_LAYOUT_RTOL, abs=1e-5)
-    assert same["actor/grad_norm"][0] == pytest.approx(straight["actor/grad_norm"][0], rel=SAME_LAYOUT_RTOL)
-    assert other["actor/pg_loss"][0] == pytest.approx(straight["actor/pg_loss"][0], rel=LOSS_RTOL, abs=LOSS_ATOL)
-    assert other["actor/grad_norm"][0] == pytest.approx(straight["actor/grad_norm"][0], rel=GRAD_NORM_RTOL)
+    runs = {"straight tp2": straight, **{f"resumed {k}": v for k, v in result["resumed"].items()}}
+    runs["fresh pp2 from the export"] = result["fresh_pp2"]
+    for name, metrics in runs.items():
+        print(
+            f"step 3, {name}: pg_loss {metrics['actor/pg_loss'][0]:.5f} grad_norm {metrics['actor/grad_norm'][0]:.4f}"
+        )
+    print(f"step 3, fp32 reference from the saved weights: pg_loss {ref_pg_loss:.5f} grad_norm {ref_grad_norm:.4f}")
+    same, other, fresh = result["resumed"]["tp2"], result["resumed"]["pp2"], result["fresh_pp2"]
+    for key in ("actor/pg_loss", "actor/grad_norm"):
+        assert same[key][0] == pytest.approx(straight[key][0], rel=SAME_LAYOUT_RTOL, abs=1e-5), key
+        assert other[key][0] == pytest.approx(fresh[key][0], rel=SAME_LAYOUT_RTOL, abs=1e-5), key
+    for name, metrics in runs.items():
+        assert metrics["actor/pg_loss"][0] == pytest.approx(ref_pg_loss, rel=LOSS_RTOL, abs=LOSS_ATOL), name
+        assert metrics["actor/grad_norm"][0] == pytest.approx(ref_grad_norm, rel=GRAD_NORM_RTOL), name
     target = str(tmp_path / "hf")
     assert merger_main(["merge", "--backend", "megatron", "--local_dir", folder, "--target_dir", target]) == 0
     merged = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).state_dict()
