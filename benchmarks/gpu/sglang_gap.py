@@ -11,7 +11,12 @@ process, one after the other on the same GPU:
   rollout config, a bf16 actor on the GPU; each repeat is one ``with manager:`` (wake, weight sync, cache flush)
   around ``generate_sequences``, then the engine's memory is released, as a training step does;
 - ``rollout-keep``: the same with ``free_cache_engine=False`` (no memory saver, no release/wake);
-- ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it.
+- ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it;
+- ``rollout-churn``: ``rollout`` with a training step's memory traffic between repeats, after the engine's memory
+  is released: ``--churn-gib`` of tensors of mixed sizes allocated in this process, bf16 matmuls on them for about
+  a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler decode as fast as the bare engine
+  in step 1 (before any training) and 30-40% slower in most later steps, steadily within a step: is it the memory
+  the engine gets back on resume after training allocated and freed ~30 GB?
 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
@@ -35,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray")
+VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray", "rollout-churn")
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
 
@@ -86,8 +91,29 @@ def rollout_setup(args, free_cache_engine: bool):
     return rollout, manager, prompts
 
 
-def run_rollout(args, free_cache_engine: bool) -> dict:
-    """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release; seconds and tokens of each."""
+def churn(gib: float, seconds: float = 1.0) -> None:
+    """A training step's device memory traffic: ``gib`` GiB in tensors of 256, 32 and 4 MiB, bf16 matmuls over the
+    largest for about ``seconds``, then everything freed and the caching allocator's cache emptied."""
+    import torch
+
+    sizes = (256 << 20, 32 << 20, 4 << 20)
+    blocks, left, index = [], int(gib * 2**30), 0
+    while left > 0:
+        size = sizes[index % len(sizes)]
+        blocks.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        left, index = left - size, index + 1
+    square = blocks[0][: 8192 * 8192 * 2].view(torch.bfloat16).view(8192, 8192).normal_()
+    begin = time.perf_counter()
+    while time.perf_counter() - begin < seconds:
+        square @ square
+        torch.cuda.synchronize()
+    del blocks, square
+    torch.cuda.empty_cache()
+
+
+def run_rollout(args, free_cache_engine: bool, churn_gib: float = 0.0) -> dict:
+    """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release (then ``churn_gib`` GiB of
+    :func:`churn`); seconds and tokens of each."""
     rollout, manager, prompts = rollout_setup(args, free_cache_engine)
     engine_seconds: list[float] = []
     generate = rollout.engine.generate
@@ -111,6 +137,8 @@ def run_rollout(args, free_cache_engine: bool) -> dict:
             sync.append(synced - begin)
             seconds.append(done - synced)
             tokens.append(int(output.batch["response_mask"].sum()))
+        if churn_gib:
+            churn(churn_gib)
     rollout.shutdown()
     engine = engine_seconds[1:]
     return {
@@ -146,6 +174,8 @@ def worker(args) -> None:
         result = run_rollout(args, free_cache_engine=True)
     elif args.variant == "rollout-keep":
         result = run_rollout(args, free_cache_engine=False)
+    elif args.variant == "rollout-churn":
+        result = run_rollout(args, free_cache_engine=True, churn_gib=args.churn_gib)
     else:
         result = run_in_ray(args)
     print("RESULT " + json.dumps(result), flush=True)
@@ -171,6 +201,7 @@ def launch(args, variant: str, out: Path) -> dict:
         ]
     else:
         command = [sys.executable, "-m", "benchmarks.gpu.sglang_gap", "--worker", "--variant", variant]
+        command += ["--churn-gib", str(args.churn_gib)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
     with open(log, "w") as sink:
@@ -209,6 +240,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--churn-gib", type=float, default=30.0, help="rollout-churn's GiB per training step")
     parser.add_argument("--timeout", type=float, default=150, help="seconds per variant")
     args = parser.parse_args(argv)
     if args.model is None:
