@@ -218,7 +218,7 @@ def test_tp2_pp2_matches_fsdp2_on_smollm2():
 
 def _resume_rank(rank, world, path, folder):
     from tests.utils.checkpoint.test_megatron_checkpoint_manager import WARMUP, _manager, _step
-    from tests.workers.engine.megatron.helpers import megatron_actor
+    from tests.workers.engine.megatron.helpers import capture_clipped_grads, full_hf_tensors, megatron_actor
 
     batches = [update_batch(seed=seed) for seed in (1, 2, 3)]
     for batch in batches:
@@ -229,21 +229,35 @@ def _resume_rank(rank, world, path, folder):
     _step(engine, actor, batches[1])
     _manager(engine).save_checkpoint(folder, global_step=2)
     saved = {k: v.detach().cpu().clone() for k, v in engine.iter_full_state_dict()}
-    straight = _step(engine, actor, batches[2])
+    grads = {}
+
+    def step_with_grads(label):  # step 3, and its clipped gradients as full Hugging Face tensors (on CPU)
+        captured = capture_clipped_grads(engine)
+        metrics = _step(engine, actor, batches[2])
+        grads[label] = _cpu(full_hf_tensors(engine, captured))
+        return metrics
+
+    straight = step_with_grads("straight tp2")
     resumed = {}
     for name, layout in (("tp2", dict(tp=2)), ("pp2", dict(pp=2, micro=1))):
         del engine, actor
         _free()
         engine, actor = megatron_actor(path, optim_overrides=WARMUP, **layout)
         _manager(engine).load_checkpoint(folder)
-        resumed[name] = _step(engine, actor, batches[2])
+        resumed[name] = step_with_grads(f"resumed {name}") if name == "pp2" else _step(engine, actor, batches[2])
     # the same PP=2 step from the saved weights by another route: a fresh engine built from the checkpoint's
     # Hugging Face export (the loss and grad norm come before the optimizer step, so its fresh Adam state is moot)
     del engine, actor
     _free()
     engine, actor = megatron_actor(os.path.join(folder, "huggingface"), pp=2, micro=1, optim_overrides=WARMUP)
     fresh_pp2 = _step(engine, actor, batches[2])
-    return {"straight": straight, "resumed": resumed, "fresh_pp2": fresh_pp2, "saved": saved if rank == 0 else None}
+    return {
+        "straight": straight,
+        "resumed": resumed,
+        "fresh_pp2": fresh_pp2,
+        "saved": saved if rank == 0 else None,
+        "grads": grads if rank == 0 else None,
+    }
 
 
 # Resuming on the layout that saved repeats the same computation (bf16 kernels may still sum in another order
@@ -252,6 +266,22 @@ def _resume_rank(rank, world, path, folder):
 # the float32 single-process step from the saved weights with the parity test's tolerances (in float32 on CPU,
 # tests/utils/checkpoint/test_megatron_checkpoint_manager.py holds TP=2 -> PP=2 to 1e-5).
 SAME_LAYOUT_RTOL = 5e-3
+
+
+def _print_grad_agreement(grads: dict[str, dict[str, torch.Tensor]], reference: dict[str, torch.Tensor]) -> None:
+    """Per layout, the tensors whose step-3 gradient agrees least with the fp32 step's: cosine and norm ratio (both
+    independent of the clipping factor). A layout whose grad norm is off shows here which weights carry it."""
+    for label, layout_grads in grads.items():
+        rows = []
+        for key, ref in reference.items():
+            if key not in layout_grads or layout_grads[key].shape != ref.shape:
+                continue
+            mine, ref = layout_grads[key].float().flatten(), ref.float().flatten()
+            cosine = float(torch.nn.functional.cosine_similarity(mine, ref, dim=0))
+            rows.append((cosine, float(mine.norm() / ref.norm().clamp_min(1e-30)), key))
+        rows.sort()
+        worst = ", ".join(f"{key} cos {cos:.3f} norm x{ratio:.2f}" for cos, ratio, key in rows[:5])
+        print(f"step 3 grads, {label}: {len(rows)} tensors; least like fp32: {worst}")
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
@@ -266,7 +296,8 @@ def test_save_tp2_resume_pp2_and_merge(tmp_path):
     result = run_on_ranks(_resume_rank, 2, padded, folder)[0]
     batch = update_batch(seed=3)  # _resume_rank's third batch
     batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
-    ref_pg_loss, ref_grad_norm, *_ = reference_step(os.path.join(folder, "huggingface"), batch)
+    ref_pg_loss, ref_grad_norm, ref_grads, _, _ = reference_step(os.path.join(folder, "huggingface"), batch)
+    _print_grad_agreement(result["grads"], ref_grads)
     straight = result["straight"]
     runs = {"straight tp2": straight, **{f"resumed {k}": v for k, v in result["resumed"].items()}}
     runs["fresh pp2 from the export"] = result["fresh_pp2"]
