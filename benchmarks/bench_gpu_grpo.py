@@ -28,10 +28,12 @@ runs one after the other on its GPU alone (``CUDA_VISIBLE_DEVICES``), so that a 
 device call sequentially still comes out of one call and one command. Put an engine's loop run and its standalone
 run in the same lane: that ratio is then measured on one card.
 
-Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run; a
-run whose variant is named ``pyspy...`` gets ``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler
-and detokenizer and its Ray workers as each appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing
-``<run>.<process>.<pid>.pyspy.txt``; ``python -m benchmarks.gpu.pyspy summarize FILE`` reads one.
+Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run,
+and every thread's CPU time with the VM's steal every 0.25 s (:mod:`benchmarks.gpu.cpu_monitor`; who used the CPUs
+during the generation windows of steps 2+ is printed after the run). A run whose variant is named ``pyspy...`` gets
+``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler and detokenizer and its Ray workers as each
+appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run>.<process>.<pid>.pyspy.txt``; ``python -m
+benchmarks.gpu.pyspy summarize FILE`` reads one.
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -492,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-monitor",
         action="store_true",
-        help="log nvidia-smi pmon/dmon once a second during each verl run (<run>.pmon.log / .dmon.log)",
+        help="log nvidia-smi pmon/dmon and top once a second and per-thread CPU every 0.25 s during each verl run "
+        "(<run>.pmon.log / .dmon.log / .top.log / .cpu.jsonl)",
     )
     parser.add_argument(
         "--memory-sample-ms",
