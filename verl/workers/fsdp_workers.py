@@ -94,7 +94,8 @@ class RolloutRole:
 
 class ActorRolloutRefWorker(ActorRolloutRefWorkerBase):
     ray_concurrency_groups = {ROLLOUT_SERVER_GROUP: 1024}
-    """Threads for concurrent ``generate`` calls (created on demand by Ray)."""
+    """Threads for concurrent ``generate`` calls of the agent loops. Ray starts all of them with the actor (1024 idle
+    threads in every worker process, whether or not the rollout runs in async mode; seen in session 8)."""
 
     frozen_policy_role = ReferenceRole
     actor: ActorRole | None
