@@ -72,15 +72,11 @@ def _phase_peaks(record: dict, end: float, sampler: MemorySampler) -> dict[str, 
     """Peak device memory (GiB) of each timed phase of one step that ended at ``end`` (phases laid end to end from
     the step's start, in trainer order)."""
     peaks = {}
-    cursor = end - float(record.get("timing_s/step", 0.0))
     for phase in PHASES:
-        seconds = record.get(f"timing_s/{phase}")
-        if seconds is None:
-            continue
-        peak = sampler.peak_gib(cursor, cursor + float(seconds))
+        window = phase_window(record, end, phase)
+        peak = sampler.peak_gib(*window) if window is not None else None
         if peak is not None:
             peaks[f"peak_gib/{phase}"] = peak
-        cursor += float(seconds)
     step_peak = sampler.peak_gib(end - float(record.get("timing_s/step", 0.0)), end)
     if step_peak is not None:
         peaks["peak_gib/step"] = step_peak

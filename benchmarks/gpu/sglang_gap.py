@@ -14,9 +14,9 @@ process, one after the other on the same GPU:
 - ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it;
 - ``rollout-churn``: ``rollout`` with a training step's memory traffic between repeats, after the engine's memory
   is released: ``--churn-gib`` of tensors of mixed sizes allocated in this process, bf16 matmuls on them for about
-  a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler decode as fast as the bare engine
-  in step 1 (before any training) and 30-40% slower in most later steps, steadily within a step: is it the memory
-  the engine gets back on resume after training allocated and freed ~30 GB?
+  a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler's decode rate set per step (steady
+  within a generation, mostly 30-40% below the bare engine's): is it the memory the engine gets back on resume after
+  training allocated and freed ~30 GB?
 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost

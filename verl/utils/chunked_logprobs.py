@@ -83,6 +83,42 @@ def _chunk_backward(
     return grad if out_dtype is None else grad.to(out_dtype)
 
 
+def logits_grad_by_chunks(
+    chunk_backward,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    lse: torch.Tensor,
+    entropy: torch.Tensor | None,
+    grad_log_prob: torch.Tensor | None,
+    grad_entropy: torch.Tensor | None,
+    temperature: float,
+    chunk_rows: int,
+    inplace: bool,
+    out_dtype=None,
+    label_here: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The gradient ``(T, V)`` w.r.t. ``logits``, ``chunk_rows`` rows at a time through ``chunk_backward``
+    (:func:`_chunk_backward` or its compiled form), written into the logits' own storage when ``inplace``.
+    ``label_here`` (a vocabulary split over ranks): rows whose label lies in this rank's columns."""
+    grad_logits = logits if inplace else torch.empty_like(logits)
+    for start in range(0, logits.shape[0], chunk_rows):
+        rows = slice(start, start + chunk_rows)
+        extra = {} if label_here is None else {"label_here": label_here[rows]}
+        grad = chunk_backward(
+            logits[rows],
+            labels[rows],
+            lse[rows],
+            entropy[rows] if entropy is not None else None,
+            grad_log_prob[rows] if grad_log_prob is not None else None,
+            grad_entropy[rows] if grad_entropy is not None else None,
+            temperature,
+            out_dtype,
+            **extra,
+        )
+        grad_logits[rows].copy_(grad)
+    return grad_logits
+
+
 @cache
 def _compiled(fn):
     """``torch.compile`` of a chunk function: one fused kernel instead of a pass over the chunk per op."""
@@ -121,20 +157,11 @@ class _LogProbsFromLogits(torch.autograd.Function):
     def backward(ctx, grad_log_prob, grad_entropy):
         logits, labels, lse, entropy = ctx.saved_tensors
         _, chunk_backward = _chunk_fns(ctx.compiled)
-        grad_logits = logits if ctx.inplace else torch.empty_like(logits)
-        for start in range(0, logits.shape[0], ctx.chunk_rows):
-            rows = slice(start, start + ctx.chunk_rows)
-            grad = chunk_backward(
-                logits[rows],
-                labels[rows],
-                lse[rows],
-                entropy[rows] if entropy is not None else None,
-                grad_log_prob[rows] if grad_log_prob is not None else None,
-                grad_entropy[rows] if grad_entropy is not None else None,
-                ctx.temperature,
-                logits.dtype if ctx.compiled else None,  # eager: the copy below converts, saving a pass
-            )
-            grad_logits[rows].copy_(grad)
+        out_dtype = logits.dtype if ctx.compiled else None  # eager: the copy into the logits converts, saving a pass
+        grad_logits = logits_grad_by_chunks(
+            chunk_backward, logits, labels, lse, entropy, grad_log_prob, grad_entropy, ctx.temperature,
+            ctx.chunk_rows, ctx.inplace, out_dtype,
+        )  # fmt: skip
         return grad_logits, None, None, None, None, None
 
 

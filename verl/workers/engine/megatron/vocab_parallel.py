@@ -25,7 +25,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from verl.utils.chunked_logprobs import _chunk_backward, _reduction_dtype, _tempered, rows_per_chunk
+from verl.utils.chunked_logprobs import (
+    _chunk_backward,
+    _reduction_dtype,
+    _tempered,
+    logits_grad_by_chunks,
+    rows_per_chunk,
+)
 
 
 def _all_reduce(tensor: torch.Tensor, op, group) -> None:
@@ -72,20 +78,10 @@ class _VocabParallelLogProbs(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_log_prob, grad_entropy):
         logits, local_labels, label_here, lse, entropy = ctx.saved_tensors
-        grad_logits = logits if ctx.inplace else torch.empty_like(logits)
-        for start in range(0, logits.shape[0], ctx.chunk_rows):
-            rows = slice(start, start + ctx.chunk_rows)
-            grad = _chunk_backward(
-                logits[rows],
-                local_labels[rows],
-                lse[rows],
-                entropy[rows] if entropy is not None else None,
-                grad_log_prob[rows] if grad_log_prob is not None else None,
-                grad_entropy[rows] if grad_entropy is not None else None,
-                ctx.temperature,
-                label_here=label_here[rows],
-            )
-            grad_logits[rows].copy_(grad)
+        grad_logits = logits_grad_by_chunks(
+            _chunk_backward, logits, local_labels, lse, entropy, grad_log_prob, grad_entropy, ctx.temperature,
+            ctx.chunk_rows, ctx.inplace, label_here=label_here,
+        )  # fmt: skip
         return grad_logits, None, None, None, None, None, None
 
 
