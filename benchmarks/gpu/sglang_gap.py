@@ -17,6 +17,14 @@ process, one after the other on the same GPU:
   a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler's decode rate set per step (steady
   within a generation, mostly 30-40% below the bare engine's): is it the memory the engine gets back on resume after
   training allocated and freed ~30 GB?
+- ``rollout-idle``: ``rollout`` with ``--idle-s`` seconds of nothing between repeats, after the engine's memory is
+  released, as the loop's training half leaves the engine idle. The rollout starts SGLang with ``sleep_on_idle``, so
+  its scheduler blocks in the idle gap instead of polling; ``rollout-idle-spin`` turns that off. The isolated
+  rollout runs its repeats back to back and decodes as fast as the bare engine: does an idle gap alone (a sleeping
+  scheduler, an idle CPU core and GPU) set the slower per-step level?
+
+Suffixes combine: ``rollout-keep-idle``, ``rollout-churn-spin``, ... (``keep``: no memory saver; ``churn``,
+``idle``: the gaps above; ``spin``: ``sleep_on_idle`` off).
 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
@@ -40,11 +48,13 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray", "rollout-churn")
+VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray", "rollout-churn", "rollout-idle", "rollout-idle-spin")
+FLAGS = ("keep", "churn", "idle", "spin", "ray")
+"""Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
 
-def rollout_setup(args, free_cache_engine: bool):
+def rollout_setup(args, free_cache_engine: bool, sleep_on_idle: bool = True):
     """(rollout, manager, prompts): the benchmark's rollout config (``bench_gpu_grpo``'s keys) on a bf16 actor."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -84,7 +94,7 @@ def rollout_setup(args, free_cache_engine: bool):
         free_cache_engine=free_cache_engine,
         load_format="dummy",
         max_num_batched_tokens=args.max_num_batched_tokens,
-        engine_kwargs={"sglang": {"log_level": "info"}},
+        engine_kwargs={"sglang": {"log_level": "info", "sleep_on_idle": sleep_on_idle}},
     )
     actor = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).cuda().eval()
     rollout, manager = build_rollout(config, HFModelConfig(path=args.model), tokenizer, actor)
@@ -111,10 +121,12 @@ def churn(gib: float, seconds: float = 1.0) -> None:
     torch.cuda.empty_cache()
 
 
-def run_rollout(args, free_cache_engine: bool, churn_gib: float = 0.0) -> dict:
+def run_rollout(
+    args, free_cache_engine: bool, churn_gib: float = 0.0, idle_s: float = 0.0, sleep_on_idle: bool = True
+) -> dict:
     """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release (then ``churn_gib`` GiB of
-    :func:`churn`); seconds and tokens of each."""
-    rollout, manager, prompts = rollout_setup(args, free_cache_engine)
+    :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each."""
+    rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle)
     engine_seconds: list[float] = []
     generate = rollout.engine.generate
 
@@ -139,6 +151,7 @@ def run_rollout(args, free_cache_engine: bool, churn_gib: float = 0.0) -> dict:
             tokens.append(int(output.batch["response_mask"].sum()))
         if churn_gib:
             churn(churn_gib)
+        time.sleep(idle_s)
     rollout.shutdown()
     engine = engine_seconds[1:]
     return {
@@ -169,15 +182,23 @@ class RayRunner:
         return run_rollout(args, free_cache_engine=True)
 
 
+def rollout_options(variant: str, args) -> dict:
+    """:func:`run_rollout`'s keyword arguments for ``rollout[-flag...]`` (flags in :data:`FLAGS`)."""
+    head, *flags = variant.split("-")
+    unknown = [f for f in flags if f not in FLAGS]
+    if head != "rollout" or unknown or ("ray" in flags and len(flags) > 1):
+        raise ValueError(f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' alone)")
+    return {
+        "free_cache_engine": "keep" not in flags,
+        "churn_gib": args.churn_gib if "churn" in flags else 0.0,
+        "idle_s": args.idle_s if "idle" in flags else 0.0,
+        "sleep_on_idle": "spin" not in flags,
+    }
+
+
 def worker(args) -> None:
-    if args.variant == "rollout":
-        result = run_rollout(args, free_cache_engine=True)
-    elif args.variant == "rollout-keep":
-        result = run_rollout(args, free_cache_engine=False)
-    elif args.variant == "rollout-churn":
-        result = run_rollout(args, free_cache_engine=True, churn_gib=args.churn_gib)
-    else:
-        result = run_in_ray(args)
+    options = rollout_options(args.variant, args)
+    result = run_in_ray(args) if args.variant == "rollout-ray" else run_rollout(args, **options)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -201,7 +222,7 @@ def launch(args, variant: str, out: Path) -> dict:
         ]
     else:
         command = [sys.executable, "-m", "benchmarks.gpu.sglang_gap", "--worker", "--variant", variant]
-        command += ["--churn-gib", str(args.churn_gib)]
+        command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
     with open(log, "w") as sink:
@@ -241,6 +262,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--churn-gib", type=float, default=30.0, help="rollout-churn's GiB per training step")
+    parser.add_argument("--idle-s", type=float, default=2.0, help="rollout-idle's seconds between generations")
     parser.add_argument("--timeout", type=float, default=150, help="seconds per variant")
     args = parser.parse_args(argv)
     if args.model is None:
@@ -250,6 +272,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.worker:
         worker(args)
         return []
+    for variant in args.variants.split(","):  # a misspelt variant fails now, not after the others ran
+        if variant != "bare":
+            rollout_options(variant, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []

@@ -7,7 +7,7 @@
 #                                                        the common set is benchmarks/gpu/common.txt; a set's
 #                                                        benchmarks/gpu/<set>-extra.txt is appended to it)
 #
-# It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most 60 MiB. Make one device call per part,
+# It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most $PART_MIB (56) MiB. Make one device call per part,
 # in order, on the same warm machine:
 #   part k < N:  carry [".stage-gpu/k"]  command: mkdir -p /tmp/stage && cp .stage-gpu/k/* /tmp/stage/
 #   part N:      carry [".stage-gpu/N"]  command: bash .stage-gpu/N/install.sh && <your command>
@@ -22,7 +22,7 @@ sglang_list=${2:-../shared/device/gpu-sglang.txt}
 common_list=benchmarks/gpu/common.txt
 out=${STAGE_OUT:-.stage-gpu}
 cache=${WHEEL_CACHE:-$HOME/.cache/verl-gpu-wheels}
-part_bytes=$((60 * 1024 * 1024))
+part_bytes=$((${PART_MIB:-56} * 1024 * 1024))  # a call carries at most 64 MiB: a part + the tracked tree (~6 MiB)
 grep -qx "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/exclude
 
 binary=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
@@ -82,7 +82,8 @@ rm -f /tmp/stage/$id.part.*
 for set in common vllm sglang; do
   ( cd "\$pool/wheels" && python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \\
       --no-cache-dir --upgrade --target /tmp/site-\$set \$(cat "\$pool/manifest-\$set.txt") \\
-      > /tmp/install-\$set.log 2>&1; echo \$? > /tmp/install-\$set.rc ) &
+      > /tmp/install-\$set.log 2>&1; echo \$? > /tmp/install-\$set.rc
+      python3 -m compileall -q -j 0 /tmp/site-\$set > /dev/null 2>&1 ) &  # pip's --no-compile left first imports minutes slow
 done
 wait
 for set in common vllm sglang; do
