@@ -1,0 +1,155 @@
+"""Which piece of the Megatron engine's CUDA path makes TP=2's weight gradients part from float32 (issue 16), in one
+2-GPU call.
+
+Session 9's GPU run of ``test_save_tp2_resume_pp2_and_merge``: on the same saved weights and batch, TP=2's step-3
+grad norm is 4.44 while PP=2 gives 6.94 and the float32 single-process step 6.68; the gradients least like float32's
+are TP=2's RMSNorm weights (cosine -0.66 .. 0.33), PP=2's all agree (cosine >= 0.92). On CPU (float32, gloo) every
+layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP schedule, ``update_batch`` seeds 1, 2,
+3) at TP=2 once per variant, each changing one CUDA-only ingredient:
+
+- ``bf16``: the engine as it is (bf16 autocast, torch's varlen flash attention, in-place chunked vocab-parallel
+  log-prob backward);
+- ``fp32``: ``megatron.dtype=float32`` (no autocast; attention falls back to per-sequence sdpa);
+- ``sdpa``: bf16 with per-sequence sdpa instead of the varlen flash kernel;
+- ``clone``: bf16 with the vocab-parallel log-prob given a copy of the logits (its backward writes the gradient into
+  that copy, not into the model output's storage);
+- ``maxconn1``: bf16 with ``CUDA_DEVICE_MAX_CONNECTIONS=1`` (megatron-core's expected setting for its
+  asynchronous tensor-parallel all-reduce of input gradients);
+- ``repeat``: bf16 with the varlen flash kernel, but key/value heads repeated to the query heads instead of passed
+  as grouped-query heads (``enable_gqa``).
+
+Per variant and for steps 1 and 3: loss, grad norm and, against the float32 single-process step from the same
+weights (``reference_step``), the cosine of every weight gradient (the five lowest, and the lowest among the norm
+weights and among the rest). The variant whose gradients agree names the cause.
+
+    PYTHONPATH=/tmp/site-mcore:/tmp/site-common:/tmp/site-model:$PWD python3 -m benchmarks.gpu.megatron_tp_grads
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+
+VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat")
+
+
+def _apply(variant: str) -> dict:
+    """Patch this rank's process for ``variant``; returns engine overrides."""
+    if variant == "maxconn1":
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    if variant == "sdpa":
+        from verl.models.mcore import attention
+        from verl.workers.engine.fsdp.attention import _cpu_varlen
+
+        attention.packed_causal_attention = lambda q, k, v, cu, max_len, scale: _cpu_varlen(q, k, v, cu, scale)
+    if variant == "repeat":
+        from verl.workers.engine.fsdp import attention
+
+        attention._kv_heads_native = False
+    if variant == "clone":
+        from verl.workers.engine.megatron import engine as engine_module
+
+        original = engine_module.vocab_parallel_log_probs_entropy
+        engine_module.vocab_parallel_log_probs_entropy = lambda logits, *a, **k: original(logits.clone(), *a, **k)
+    return {"dtype": "float32"} if variant == "fp32" else {}
+
+
+def _rank(rank, world, path, variant):
+    from tests.utils.checkpoint.test_megatron_checkpoint_manager import WARMUP, _step
+    from tests.workers.engine.fsdp.distributed import update_batch
+    from tests.workers.engine.megatron.helpers import capture_clipped_grads, full_hf_tensors, megatron_actor
+
+    overrides = _apply(variant)
+    batches = [update_batch(seed=seed) for seed in (1, 2, 3)]
+    for batch in batches:
+        batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
+    engine, actor = megatron_actor(path, tp=2, optim_overrides=WARMUP, **overrides)
+    out = {}
+    for step, batch in enumerate(batches, start=1):
+        if step == 3:
+            out["weights"] = {k: v.detach().cpu().clone() for k, v in engine.iter_full_state_dict()}
+        captured = capture_clipped_grads(engine)
+        metrics = _step(engine, actor, batch)
+        if step in (1, 3):
+            grads = full_hf_tensors(engine, captured)
+            out[step] = {
+                "pg_loss": float(metrics["actor/pg_loss"][0]),
+                "grad_norm": float(metrics["actor/grad_norm"][0]),
+                "grads": {k: v.detach().float().cpu() for k, v in grads.items()},
+            }
+    return out if rank == 0 else None
+
+
+def agreement(grads: dict, reference: dict) -> dict:
+    """Cosine of each gradient with the reference's: the five lowest, the lowest norm weight and other weight."""
+    rows = []
+    for key, ref in reference.items():
+        if key in grads and grads[key].shape == ref.shape:
+            cos = float(torch.nn.functional.cosine_similarity(grads[key].flatten(), ref.float().flatten(), dim=0))
+            rows.append((cos, key))
+    rows.sort()
+    norms = [r for r in rows if "norm" in r[1]]
+    rest = [r for r in rows if "norm" not in r[1]]
+    return {
+        "lowest": [f"{k} {c:.3f}" for c, k in rows[:5]],
+        "lowest_norm": f"{norms[0][1]} {norms[0][0]:.3f}" if norms else None,
+        "lowest_other": f"{rest[0][1]} {rest[0][0]:.3f}" if rest else None,
+        "tensors": len(rows),
+    }
+
+
+def _export(base: str, weights: dict, folder: str) -> str:
+    """``base``'s model folder with ``weights`` in place of its own (float32)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model.load_state_dict({**model.state_dict(), **weights}, strict=True)
+    model.save_pretrained(folder)
+    for name in os.listdir(base):
+        if name.startswith("tokenizer") or name.endswith(".txt") or name == "special_tokens_map.json":
+            shutil.copy(os.path.join(base, name), folder)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args(argv)
+    from tests.support.models import smollm2_path, tp_padded_model_path
+    from tests.workers.actor.test_dp_actor import reference_step
+    from tests.workers.engine.fsdp.distributed import run_on_ranks, update_batch
+
+    padded = tp_padded_model_path(smollm2_path(), 2)
+    reference_batches = {}
+    for step, seed in ((1, 1), (3, 3)):
+        batch = update_batch(seed=seed)
+        batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
+        reference_batches[step] = batch
+    step1_ref = reference_step(padded, reference_batches[1])
+    results = []
+    for variant in args.variants.split(","):
+        try:
+            out = run_on_ranks(_rank, 2, padded, variant)[0]
+        except Exception as exc:  # a variant that fails is a finding too
+            results.append({"variant": variant, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            print(json.dumps(results[-1]), flush=True)
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            step3_ref = reference_step(_export(padded, out["weights"], tmp), reference_batches[3])
+        for step, ref in ((1, step1_ref), (3, step3_ref)):
+            row = {"variant": variant, "step": step, "pg_loss": round(out[step]["pg_loss"], 5)}
+            row.update(grad_norm=round(out[step]["grad_norm"], 4), fp32_pg_loss=round(float(ref[0]), 5))
+            row["fp32_grad_norm"] = round(float(ref[1]), 4)
+            row.update(agreement(out[step]["grads"], ref[2]))
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
