@@ -20,8 +20,9 @@ process, one after the other on the same GPU:
 - ``rollout-idle``: ``rollout`` with ``--idle-s`` seconds of nothing between repeats, after the engine's memory is
   released, as the loop's training half leaves the engine idle. The rollout starts SGLang with ``sleep_on_idle``, so
   its scheduler blocks in the idle gap instead of polling; ``rollout-idle-spin`` turns that off. The isolated
-  rollout runs its repeats back to back and decodes as fast as the bare engine: does an idle gap alone (a sleeping
-  scheduler, an idle CPU core and GPU) set the slower per-step level?
+  rollout runs its repeats back to back, and decoded as fast as the bare engine in session 5: does an idle gap alone
+  (a sleeping scheduler, an idle CPU core and GPU) set a slower per-step level? (Session 9: no; the bare engine's
+  own repeats spread as widely.)
 
 Suffixes combine: ``rollout-keep-idle``, ``rollout-churn-spin``, ... (``keep``: no memory saver; ``churn``,
 ``idle``: the gaps above; ``spin``: ``sleep_on_idle`` off).
