@@ -16,7 +16,16 @@ layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP sche
 - ``maxconn1``: bf16 with ``CUDA_DEVICE_MAX_CONNECTIONS=1`` (megatron-core's expected setting for its
   asynchronous tensor-parallel all-reduce of input gradients);
 - ``repeat``: bf16 with the varlen flash kernel, but key/value heads repeated to the query heads instead of passed
-  as grouped-query heads (``enable_gqa``).
+  as grouped-query heads (``enable_gqa``);
+- ``capture``: bf16 as ``bf16``, with every attention call of step 3 on rank 0 recorded (q, k, v, boundaries, the
+  output at forward time and at backward time, the gradient arriving at the output and the gradients the engine's
+  backward gave q, k and v). Afterwards each call is replayed alone: the kernel's dq/dk/dv on those exact tensors,
+  and the engine's, against float64 per-sequence attention. A kernel that is wrong on these inputs shows in both; an
+  engine that feeds it something else (an output changed in place before the backward reads it, say) shows only in
+  the engine's.
+
+Session 9 ran the first six: only ``fp32`` and ``sdpa`` agreed with float32 (see
+``benchmarks/results/gpu_session9_2026-11-27.md``); ``capture`` is for the next GPU call.
 
 Per variant and for steps 1 and 3: loss, grad norm and, against the float32 single-process step from the same
 weights (``reference_step``), the cosine of every weight gradient (the five lowest, and the lowest among the norm
@@ -35,7 +44,67 @@ import tempfile
 
 import torch
 
-VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat")
+VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat", "capture")
+
+_records: list[dict] | None = None
+"""Attention calls recorded by the ``capture`` variant (None: not recording)."""
+
+
+def _recording_attention(original):
+    """``packed_causal_attention`` that appends each call's inputs, output and gradients to :data:`_records`."""
+
+    def attention(query, key, value, cu_seqlens, max_len, scale):
+        out = original(query, key, value, cu_seqlens, max_len, scale)
+        if _records is None or not torch.is_grad_enabled():
+            return out
+        record = {name: t.detach().clone() for name, t in (("q", query), ("k", key), ("v", value))}
+        record.update(cu_seqlens=cu_seqlens.detach().clone(), max_len=max_len, scale=scale, out=out.detach().clone())
+        for name, tensor in (("q", query), ("k", key), ("v", value)):
+            if tensor.requires_grad:
+                tensor.register_hook(lambda grad, name=name: record.__setitem__(f"engine_d{name}", grad.clone()))
+
+        def at_backward(grad):
+            record["grad_out"] = grad.detach().clone()
+            record["out_at_backward"] = out.detach().clone()
+
+        out.register_hook(at_backward)
+        _records.append(record)
+        return out
+
+    return attention
+
+
+def replay(records: list[dict]) -> dict:
+    """Per recorded call, the kernel's and the engine's dq/dk/dv against float64 per-sequence attention (relative
+    norm errors), and whether the output changed between forward and backward; the worst call of each."""
+    from tests.workers.engine.fsdp.test_attention import _per_sequence_attention
+    from verl.workers.engine.fsdp.attention import packed_causal_attention
+
+    rows = []
+    for index, r in enumerate(records):
+        if "grad_out" not in r:
+            continue
+        lens = (r["cu_seqlens"][1:] - r["cu_seqlens"][:-1]).tolist()
+        kernel_in = [r[n].clone().requires_grad_() for n in "qkv"]
+        packed_causal_attention(*kernel_in, r["cu_seqlens"], r["max_len"], r["scale"]).backward(r["grad_out"])
+        ref_in = [r[n].double().requires_grad_() for n in "qkv"]
+        _per_sequence_attention(*ref_in, lens, r["scale"]).backward(r["grad_out"].double())
+        row = {"call": index, "lens": lens, "heads": [r["q"].shape[1], r["k"].shape[1]]}
+        for name, kernel, ref in zip("qkv", kernel_in, ref_in, strict=True):
+            scale = float(ref.grad.norm()) or 1e-30
+            row[f"kernel_d{name}"] = float((kernel.grad.double() - ref.grad).norm()) / scale
+            engine = r.get(f"engine_d{name}")
+            row[f"engine_d{name}"] = None if engine is None else float((engine.double() - ref.grad).norm()) / scale
+        row["out_changed_before_backward"] = float((r["out_at_backward"].float() - r["out"].float()).abs().max())
+        rows.append(row)
+    summary = {"calls": len(rows)}
+    for key in ("kernel_dq", "kernel_dk", "kernel_dv", "engine_dq", "engine_dk", "engine_dv",
+                "out_changed_before_backward"):  # fmt: skip
+        values = [(row[key], row) for row in rows if row.get(key) is not None]
+        if values:
+            worst = max(values, key=lambda pair: pair[0])
+            summary[key] = {"max": worst[0], "call": worst[1]["call"], "lens": worst[1]["lens"]}
+    return summary
 
 
 def _apply(variant: str) -> dict:
@@ -51,6 +120,10 @@ def _apply(variant: str) -> dict:
         from verl.workers.engine.fsdp import attention
 
         attention._kv_heads_native = False
+    if variant == "capture":
+        from verl.models.mcore import attention
+
+        attention.packed_causal_attention = _recording_attention(attention.packed_causal_attention)
     if variant == "clone":
         from verl.workers.engine.megatron import engine as engine_module
 
@@ -69,12 +142,17 @@ def _rank(rank, world, path, variant):
     for batch in batches:
         batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
     engine, actor = megatron_actor(path, tp=2, optim_overrides=WARMUP, **overrides)
+    global _records
     out = {}
     for step, batch in enumerate(batches, start=1):
         if step == 3:
             out["weights"] = {k: v.detach().cpu().clone() for k, v in engine.iter_full_state_dict()}
+            _records = [] if variant == "capture" and rank == 0 else None
         captured = capture_clipped_grads(engine)
         metrics = _step(engine, actor, batch)
+        if _records is not None:
+            out["attention"] = replay(_records)
+            _records = None
         if step in (1, 3):
             grads = full_hf_tensors(engine, captured)
             out[step] = {
@@ -139,6 +217,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             results.append({"variant": variant, "error": f"{type(exc).__name__}: {exc}"[:500]})
             print(json.dumps(results[-1]), flush=True)
             continue
+        if "attention" in out:
+            results.append({"variant": variant, "attention_replay": out["attention"]})
+            print(json.dumps(results[-1]), flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             step3_ref = reference_step(_export(padded, out["weights"], tmp), reference_batches[3])
         for step, ref in ((1, step1_ref), (3, step3_ref)):
