@@ -198,8 +198,10 @@ def rollout_options(variant: str, args) -> dict:
 
 
 def worker(args) -> None:
-    options = rollout_options(args.variant, args)
-    result = run_in_ray(args) if args.variant == "rollout-ray" else run_rollout(args, **options)
+    if args.variant == "rollout-ray":
+        result = run_in_ray(args)
+    else:
+        result = run_rollout(args, **rollout_options(args.variant, args))
     print("RESULT " + json.dumps(result), flush=True)
 
 
