@@ -78,6 +78,7 @@ BASE = dict(
     act_offload=False,
     tokens=32768,
     reshard=True,
+    kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the default, ``padded``)
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -96,6 +97,8 @@ VARIANTS = {
     # the best variant again, profiled with Python stacks: which code launches the copies (session 4's profile
     # had 2,993 aten::copy_ and 1,634 device-to-device memcpys a step, 74 ms of 609)
     "varlen+logits+compile+stacks": dict(compile=True),
+    # torch's varlen flash kernel instead of the default padded batch (session 10: wrong Megatron TP=2 gradients)
+    "varlen+logits+compile+fa2": dict(compile=True, kernel="varlen"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
@@ -198,6 +201,8 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     spec = {**BASE, **VARIANTS[variant]}
+    if spec["kernel"]:
+        os.environ["VERL_PACKED_ATTENTION"] = spec["kernel"]
     path = model_dir(shape, root)
     _init_dist()
     cuda = torch.cuda.is_available()

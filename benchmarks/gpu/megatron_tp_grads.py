@@ -23,6 +23,11 @@ layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP sche
   and the engine's, against float64 per-sequence attention. A kernel that is wrong on these inputs shows in both; an
   engine that feeds it something else (an output changed in place before the backward reads it, say) shows only in
   the engine's.
+- ``padded``: bf16 with ``VERL_PACKED_ATTENTION=padded`` (causal sdpa over the pack right-padded to a batch; the
+  default since session 10). Every other variant runs ``VERL_PACKED_ATTENTION=varlen``.
+- ``nocache``: ``bf16`` with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (every tensor its own cudaMalloc): if the varlen
+  kernel's backward writes past one of its buffers into a neighbouring tensor of the caching allocator's pool, the
+  gradients come out right here.
 
 Session 9 ran the first six: only ``fp32`` and ``sdpa`` agreed with float32 (see
 ``benchmarks/results/gpu_session9_2026-11-27.md``); ``capture`` is for the next GPU call.
@@ -44,7 +49,7 @@ import tempfile
 
 import torch
 
-VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat", "capture")
+VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat", "capture", "padded", "nocache")
 
 _records: list[dict] | None = None
 """Attention calls recorded by the ``capture`` variant (None: not recording)."""
@@ -89,7 +94,8 @@ def replay(records: list[dict]) -> dict:
         packed_causal_attention(*kernel_in, r["cu_seqlens"], r["max_len"], r["scale"]).backward(r["grad_out"])
         ref_in = [r[n].double().requires_grad_() for n in "qkv"]
         _per_sequence_attention(*ref_in, lens, r["scale"]).backward(r["grad_out"].double())
-        row = {"call": index, "lens": lens, "heads": [r["q"].shape[1], r["k"].shape[1]]}
+        row = {"call": index, "lens": lens, "heads": [r["q"].shape[1], r["k"].shape[1]], "max_len": r["max_len"]}
+        row["tokens_vs_cu_seqlens"] = [r["q"].shape[0], int(r["cu_seqlens"][-1])]
         for name, kernel, ref in zip("qkv", kernel_in, ref_in, strict=True):
             scale = float(ref.grad.norm()) or 1e-30
             row[f"kernel_d{name}"] = float((kernel.grad.double() - ref.grad).norm()) / scale
@@ -97,7 +103,9 @@ def replay(records: list[dict]) -> dict:
             row[f"engine_d{name}"] = None if engine is None else float((engine.double() - ref.grad).norm()) / scale
         row["out_changed_before_backward"] = float((r["out_at_backward"].float() - r["out"].float()).abs().max())
         rows.append(row)
-    summary = {"calls": len(rows)}
+    summary = {"calls": len(rows), "first": rows[0] if rows else None}
+    summary["max_len_mismatch"] = sum(row["max_len"] != max(row["lens"]) for row in rows)
+    summary["length_mismatch"] = sum(row["tokens_vs_cu_seqlens"][0] != row["tokens_vs_cu_seqlens"][1] for row in rows)
     for key in ("kernel_dq", "kernel_dk", "kernel_dv", "engine_dq", "engine_dk", "engine_dv",
                 "out_changed_before_backward"):  # fmt: skip
         values = [(row[key], row) for row in rows if row.get(key) is not None]
@@ -111,6 +119,7 @@ def _apply(variant: str) -> dict:
     """Patch this rank's process for ``variant``; returns engine overrides."""
     if variant == "maxconn1":
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    os.environ["VERL_PACKED_ATTENTION"] = "padded" if variant == "padded" else "varlen"
     if variant == "sdpa":
         from verl.models.mcore import attention
         from verl.workers.engine.fsdp.attention import _cpu_varlen
@@ -211,12 +220,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     step1_ref = reference_step(padded, reference_batches[1])
     results = []
     for variant in args.variants.split(","):
+        if variant == "nocache":  # read when CUDA starts in the spawned ranks
+            os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         try:
             out = run_on_ranks(_rank, 2, padded, variant)[0]
         except Exception as exc:  # a variant that fails is a finding too
             results.append({"variant": variant, "error": f"{type(exc).__name__}: {exc}"[:500]})
             print(json.dumps(results[-1]), flush=True)
             continue
+        finally:
+            os.environ.pop("PYTORCH_NO_CUDA_MEMORY_CACHING", None)
         if "attention" in out:
             results.append({"variant": variant, "attention_replay": out["attention"]})
             print(json.dumps(results[-1]), flush=True)

@@ -98,11 +98,10 @@ def test_generation_with_padding_and_cache_is_unchanged():
     assert torch.equal(outputs["verl_varlen"], outputs["sdpa"])
 
 
-def test_the_engine_picks_varlen_attention_on_cpu():
+def test_the_engine_picks_varlen_attention():
     from verl.workers.engine.fsdp.model_builder import pick_attn_implementation
 
-    if not torch.cuda.is_available():
-        assert pick_attn_implementation() == "verl_varlen"
+    assert pick_attn_implementation() == "verl_varlen"
 
 
 @pytest.mark.gpu
@@ -146,10 +145,64 @@ def test_packed_causal_attention_matches_plain_attention_per_sequence():
     torch.testing.assert_close(out, _per_sequence_attention(q, k, v, lens, 0.3), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("lens, heads", [([5, 1, 9], (4, 2)), ([1], (3, 3)), ([7, 7, 2, 12], (6, 2))])
+def test_padded_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads):
+    """The ``padded`` CUDA kernel's arithmetic, run on CPU in float64: output and dq/dk/dv equal the plain per-sequence
+    attention's, padding rows contribute nothing (a length-1 sequence beside a long one pads 11 rows)."""
+    from verl.workers.engine.fsdp.attention import _padded_sdpa
+
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(sum(lens), h, 8, generator=gen, dtype=torch.float64, requires_grad=True) for h in
+               (heads[0], heads[1], heads[1]))  # fmt: skip
+    grad_out = torch.randn(sum(lens), heads[0], 8, generator=gen, dtype=torch.float64)
+    cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    out = _padded_sdpa(q, k, v, cu_seqlens, max(lens), 0.3)
+    grads = torch.autograd.grad(out, (q, k, v), grad_out)
+    ref = _per_sequence_attention(q, k, v, lens, 0.3)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), grad_out)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    for name, got, want in zip("qkv", grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=f"d{name}")
+
+
+def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(monkeypatch):
+    from verl.workers.engine.fsdp import attention
+
+    monkeypatch.setenv("VERL_PACKED_ATTENTION", "padded")
+    assert attention.cuda_kernel() is attention._padded_sdpa
+    monkeypatch.setenv("VERL_PACKED_ATTENTION", "flash3")
+    with pytest.raises(ValueError, match="VERL_PACKED_ATTENTION='flash3'.*padded"):
+        attention.cuda_kernel()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_packed_causal_attention_is_one_varlen_call_on_cuda():
-    """bf16 on the GPU (the Megatron engine's attention): the whole pack in one kernel call, no per-sequence sdpa."""
+@pytest.mark.parametrize("kernel", ["varlen", "padded"])
+@pytest.mark.parametrize("heads, lens", [((6, 2), [4, 6, 1]), ((9, 3), [300, 7, 512, 1, 90] * 4)])
+def test_cuda_packed_kernels_gradients_match_float32_per_sequence(kernel, heads, lens):
+    """Each CUDA kernel of :data:`CUDA_KERNELS` in bf16: dq, dk, dv against float32 per-sequence attention."""
+    from verl.workers.engine.fsdp.attention import CUDA_KERNELS
+
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q, k, v = (
+        torch.randn(sum(lens), h, 64, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+        for h in (heads[0], heads[1], heads[1])
+    )
+    grad_out = torch.randn(sum(lens), heads[0], 64, device="cuda", generator=gen).to(torch.bfloat16)
+    CUDA_KERNELS[kernel](q, k, v, cu_seqlens, max(lens), 64**-0.5).backward(grad_out)
+    ref_inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    _per_sequence_attention(*ref_inputs, lens, 64**-0.5).backward(grad_out.float())
+    for name, got, ref in zip("qkv", (q, k, v), ref_inputs, strict=True):
+        error = float((got.grad.float() - ref.grad).norm() / ref.grad.norm())
+        assert error < 2e-2, f"{kernel} d{name}: relative error {error:.4f}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_packed_causal_attention_is_one_kernel_call_on_cuda():
+    """bf16 on the GPU (the Megatron engine's attention, default ``padded`` kernel): the whole pack of 100 sequences
+    in one sdpa call, not one per sequence."""
     from torch.profiler import ProfilerActivity, profile
 
     from verl.workers.engine.fsdp.attention import packed_causal_attention
@@ -159,7 +212,8 @@ def test_packed_causal_attention_is_one_varlen_call_on_cuda():
     q, k, v = (torch.randn(sum(lens), h, 64, device="cuda", dtype=torch.bfloat16) for h in (12, 4, 4))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         out = packed_causal_attention(q, k, v, cu_seqlens, max(lens), 64**-0.5)
-    assert not [e for e in prof.key_averages() if e.key == "aten::scaled_dot_product_attention"]
+    calls = [e.count for e in prof.key_averages() if e.key == "aten::scaled_dot_product_attention"]
+    assert calls == [1]
     ref = _per_sequence_attention(q.float(), k.float(), v.float(), lens, 64**-0.5)
     assert float((out.float() - ref).norm() / ref.norm()) < 1e-2
 

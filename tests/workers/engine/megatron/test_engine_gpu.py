@@ -161,8 +161,11 @@ def _measure_parity(world: int, layouts: dict) -> dict[str, Parity]:
 # random response tokens, so single tokens differ far more than the averages. Session 7's H200 run measured
 # |megatron - fsdp2| at 0.063 mean / 0.34 max, above fixed bounds of 0.02 / 0.2 that neither engine was shown to
 # meet. So the log-prob bound is relative: Megatron's error against float32 may be at most 1.5x FSDP2's error on the
-# same GPUs (or the fixed bound, whichever is larger). Loss and gradient norm, which average over every token, get
-# 5% of the float32 reference (FSDP2's own numbers are printed next to them).
+# same GPUs (or the fixed bound, whichever is larger). The gradient norm gets 5% of the float32 reference. The PPO
+# loss is held like the log-probs: its error against float32 may be 5% of the reference or 1.5x FSDP2's error,
+# whichever is larger. Its clipped ratio exp(log p - old log p) turns log-prob errors into per-token jumps where a
+# ratio crosses 1 +- eps. Session 10's H200 x2 run (same batch and weights) gave fp32 0.2195, FSDP2 0.2445 (11% off),
+# Megatron TP=2 0.2282, TP=2+SP 0.2306 and PP=2 0.2035.
 LOG_PROB_MEAN_DIFF = 0.02
 LOG_PROB_MAX_DIFF = 0.2
 ERROR_RATIO_TO_FSDP2 = 1.5
@@ -181,7 +184,9 @@ def _assert_parity(name: str, p: Parity) -> None:
     mine, theirs = p.error(p.log_probs), p.error(p.fsdp_log_probs)
     assert mine.mean() <= max(LOG_PROB_MEAN_DIFF, ERROR_RATIO_TO_FSDP2 * theirs.mean()), name
     assert mine.max() <= max(LOG_PROB_MAX_DIFF, ERROR_RATIO_TO_FSDP2 * theirs.max()), name
-    assert p.pg_loss == pytest.approx(p.reference_pg_loss, rel=LOSS_RTOL, abs=LOSS_ATOL), name
+    loss_error, fsdp_loss_error = (abs(x - p.reference_pg_loss) for x in (p.pg_loss, p.fsdp_pg_loss))
+    loss_bound = max(LOSS_RTOL * abs(p.reference_pg_loss) + LOSS_ATOL, ERROR_RATIO_TO_FSDP2 * fsdp_loss_error)
+    assert loss_error <= loss_bound, f"{name}: pg_loss {p.pg_loss:.5f} vs fp32 {p.reference_pg_loss:.5f}"
     assert p.grad_norm == pytest.approx(p.reference_grad_norm, rel=GRAD_NORM_RTOL), name
     floor = min(MIN_FRACTION_ON_STEP, p.fraction_within(STEP_ATOL, p.fsdp_params) - FRACTION_MARGIN_TO_FSDP2)
     assert p.fraction_within(STEP_ATOL) >= floor, name

@@ -5,8 +5,17 @@ boundaries travel as transformers' flash-attention keyword arguments, which ever
 attention function: ``cu_seq_lens_q/k (N + 1,) int32`` and ``max_length_q/k`` (see ``PackedBatch.attention_kwargs``).
 No ``(T, T)`` mask is built. Kernels:
 
-* CUDA: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels shipped inside torch, with backward;
-  grouped-query attention natively).
+* CUDA (``VERL_PACKED_ATTENTION``, :data:`CUDA_KERNELS`):
+
+  - ``padded`` (default): the pack's sequences right-padded into one ``(N, H, max_len, D)`` batch and causal sdpa
+    (its flash backend) over it; exact, since under a causal mask a sequence's trailing padding is attended by
+    nothing but itself.
+  - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels inside torch, no padding,
+    about 1.6x faster for attention alone). Not the default: in torch 2.11 (session 10, H200) each call's dq/dk/dv
+    were right, yet a Megatron TP=2 step whose packs hold a few 2-11-token sequences got weight gradients far from
+    float32's (grad norm 4.44 against 6.73, RMSNorm weight cosines down to -0.66), and ``padded`` on the same
+    weights and batch 6.61; see ``benchmarks/results/gpu_session10_2026-11-27.md``.
+  - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
   the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
 
@@ -18,6 +27,7 @@ them, whose boundaries are then read from ``position_ids`` (restarting at 0), as
 from __future__ import annotations
 
 import inspect
+import os
 from functools import cache
 
 import torch
@@ -42,10 +52,6 @@ def _cuda_varlen_kernel():
     if "enable_gqa" in params:
         causal["enable_gqa"] = True
     return varlen_attn, causal, "scale" in params
-
-
-def cuda_varlen_available() -> bool:
-    return torch.cuda.is_available() and _cuda_varlen_kernel() is not None
 
 
 _kv_heads_native: bool | None = None
@@ -75,6 +81,28 @@ def _cuda_varlen(query, key, value, cu_seqlens, max_len: int, scaling: float) ->
     return varlen_attn(query, key, value, cu_seqlens, cu_seqlens, max_len, max_len, **causal)
 
 
+def _padded_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
+    """``(T, Hq, D)`` from ``query (T, Hq, D)``, ``key/value (T, Hkv, D)``: the N packed sequences scattered into a
+    right-padded ``(N, H, max_len, D)`` batch, causal sdpa (the flash backend for bf16 CUDA tensors), and each
+    sequence's rows gathered back. Padding rows follow their sequence's last token, so the causal mask keeps them out
+    of every real row's output, and they receive a zero output gradient, so none reaches q, k or v. No host sync."""
+    tokens, groups = query.shape[0], query.shape[1] // key.shape[1]  # out: (N, Hq, max_len, D) below
+    num_seqs = cu_seqlens.numel() - 1
+    starts = cu_seqlens[:-1].long()
+    lengths = cu_seqlens[1:].long() - starts
+    seq = torch.repeat_interleave(torch.arange(num_seqs, device=query.device), lengths, output_size=tokens)  # (T,)
+    pos = torch.arange(tokens, device=query.device) - starts[seq]  # (T,) position within its sequence
+
+    def padded(t: torch.Tensor) -> torch.Tensor:  # (T, H, D) -> (N, H, max_len, D)
+        batch = t.new_zeros(num_seqs, max_len, t.shape[1], t.shape[2]).index_put((seq, pos), t)
+        return batch.transpose(1, 2)
+
+    q, k, v = padded(query), padded(key), padded(value)
+    # enable_gqa: the flash backend reads each key/value head for its query group (no repeated copy)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=groups > 1)
+    return out.transpose(1, 2)[seq, pos]
+
+
 def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
     """``(T, Hq, D)`` from ``(T, H, D)`` inputs: causal sdpa over each sequence's own tokens."""
     bounds = cu_seqlens.tolist()
@@ -88,14 +116,33 @@ def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
     return torch.cat(outs, dim=1).transpose(0, 1)
 
 
+CUDA_KERNELS = {
+    "varlen": _cuda_varlen,
+    "padded": _padded_sdpa,
+    "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
+}
+"""Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
+
+
+def cuda_kernel():
+    """The CUDA kernel ``VERL_PACKED_ATTENTION`` names (default ``padded``)."""
+    name = os.environ.get("VERL_PACKED_ATTENTION", "padded")
+    if name not in CUDA_KERNELS:
+        raise ValueError(f"VERL_PACKED_ATTENTION={name!r}: choose one of {sorted(CUDA_KERNELS)}")
+    if name == "varlen" and _cuda_varlen_kernel() is None:
+        raise ValueError("VERL_PACKED_ATTENTION=varlen needs torch.nn.attention.varlen (torch >= 2.10); use padded")
+    return CUDA_KERNELS[name]
+
+
 def packed_causal_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, scaling: float
 ) -> torch.Tensor:
     """``(T, Hq, D)`` causal attention of each packed sequence over its own tokens from ``query (T, Hq, D)`` and
-    ``key/value (T, Hkv, D)``: torch's varlen flash kernel for half-precision CUDA tensors, else sdpa per sequence
-    (also used by the Megatron engine's attention, :mod:`verl.models.mcore.attention`)."""
-    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16) and _cuda_varlen_kernel() is not None:
-        return _cuda_varlen(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
+    ``key/value (T, Hkv, D)``: the :data:`CUDA_KERNELS` entry ``VERL_PACKED_ATTENTION`` names for half-precision
+    CUDA tensors, else sdpa per sequence (also used by the Megatron engine's attention,
+    :mod:`verl.models.mcore.attention`)."""
+    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
+        return cuda_kernel()(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
     return _cpu_varlen(query, key, value, cu_seqlens, scaling)
 
 
@@ -152,7 +199,7 @@ def varlen_attention_forward(
         # a full cu_seqlens check would sync the device every layer; a too-long sequence costs nothing to catch
         if int(max_len) > q.shape[0]:
             raise _boundary_error(module, f"max_length_q={int(max_len)}", q.shape[0])
-        out = _cuda_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
+        out = cuda_kernel()(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
     else:
         if int(cu_seqlens[-1]) != q.shape[0]:
             raise _boundary_error(module, f"cu_seq_lens_q[-1]={int(cu_seqlens[-1])}", q.shape[0])

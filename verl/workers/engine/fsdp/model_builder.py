@@ -7,26 +7,18 @@ sequences, :mod:`verl.workers.engine.fsdp.attention`) unless ``override_config.a
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 from torch import nn
 
-from verl.utils.device import is_cuda_available
 from verl.workers.config import HFModelConfig
-from verl.workers.engine.fsdp.attention import VARLEN_ATTENTION, cuda_varlen_available
+from verl.workers.engine.fsdp.attention import VARLEN_ATTENTION
 from verl.workers.engine.fsdp.packing import keep_text_boundaries_out_of_encoders
 
 
 def pick_attn_implementation() -> str:
-    """``verl_varlen`` (:mod:`verl.workers.engine.fsdp.attention`) when this device has a varlen kernel for it (a
-    CPU always does), flash_attention_2 on a GPU whose torch lacks one when FA2 is installed, else sdpa."""
-    if cuda_varlen_available() or not is_cuda_available():
-        return VARLEN_ATTENTION
-    # flash_attn_2_cuda is FA2's own extension: flash-attn-4 (an SGLang dependency) also provides ``flash_attn``
-    if importlib.util.find_spec("flash_attn_2_cuda") is not None:
-        return "flash_attention_2"
-    return "sdpa"
+    """``verl_varlen`` (:mod:`verl.workers.engine.fsdp.attention`): every device has a packed kernel for it (sdpa per
+    sequence on CPU, the padded flash batch or torch's varlen kernel on CUDA)."""
+    return VARLEN_ATTENTION
 
 
 def load_hf_config(model_config: HFModelConfig):
