@@ -37,20 +37,8 @@ def lengths(spec) -> list[int]:
     return lens
 
 
-def reference(q, k, v, lens, scale):
-    """float32 plain causal attention of each sequence alone (key/value heads repeated)."""
-    groups, outs, start = q.shape[1] // k.shape[1], [], 0
-    for n in lens:
-        qs, ks, vs = (t[start : start + n].transpose(0, 1) for t in (q, k, v))
-        ks, vs = ks.repeat_interleave(groups, 0), vs.repeat_interleave(groups, 0)
-        scores = (qs @ ks.transpose(1, 2)) * scale
-        mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
-        outs.append((scores.masked_fill(~mask, float("-inf")).softmax(-1) @ vs).transpose(0, 1))
-        start += n
-    return torch.cat(outs)
-
-
 def measure(kernel_name: str, heads, lens, repeats: int) -> dict:
+    from tests.workers.engine.fsdp.test_attention import _per_sequence_attention
     from verl.workers.engine.fsdp.attention import CUDA_KERNELS
 
     kernel = CUDA_KERNELS[kernel_name]
@@ -62,10 +50,10 @@ def measure(kernel_name: str, heads, lens, repeats: int) -> dict:
     out = kernel(q, k, v, cu, max(lens), 0.125)
     out.backward(grad_out)
     ref_in = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    ref_out = reference(*ref_in, lens, 0.125)
+    ref_out = _per_sequence_attention(*ref_in, lens, 0.125)  # float32, key/value heads repeated
     ref_out.backward(grad_out.float())
     row = {"kernel": kernel_name, "seqs": len(lens), "tokens": sum(lens), "max_len": max(lens), "heads": list(heads)}
-    row["out"] = float((out.float() - ref_out).norm() / ref_out.norm())
+    row["out"] = float((out.detach().float() - ref_out.detach()).norm() / ref_out.detach().norm())
     for name, got, ref in zip("qkv", (q, k, v), ref_in, strict=True):
         row[f"d{name}"] = round(float((got.grad.float() - ref.grad).norm() / ref.grad.norm()), 5)
     times = []
