@@ -24,8 +24,8 @@ from benchmarks.gpu.vlm_nan_locate import _load
 from benchmarks.gpu.vlm_nan_probe import _batch, _micro_log_probs
 
 
-def layer_input_rms(module: torch.nn.Module, compute) -> list[torch.Tensor]:
-    """``(T,)`` RMS of each decoder layer's input hidden state per packed position, in layer order, from one
+def layer_input_rms(layers: torch.nn.ModuleList, compute) -> list[torch.Tensor]:
+    """``(T,)`` RMS of each of ``layers``' input hidden state per (packed) position, in layer order, from one
     ``compute()`` forward."""
     found: list[torch.Tensor] = []
 
@@ -33,7 +33,6 @@ def layer_input_rms(module: torch.nn.Module, compute) -> list[torch.Tensor]:
         hidden = args[0] if args else kwargs["hidden_states"]
         found.append(hidden.detach().float().reshape(-1, hidden.shape[-1]).pow(2).mean(-1).sqrt().cpu())
 
-    layers = module.model.language_model.layers
     handles = [layer.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
     try:
         with torch.no_grad():
@@ -75,7 +74,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         image = ids == processor.image_token_id
         device = torch.device(args.device)
         module = _load(model_path, torch.bfloat16, args.attn, device)
-        per_layer = layer_input_rms(module, lambda: _micro_log_probs(module, batch, rows, device, False))
+        per_layer = layer_input_rms(
+            module.model.language_model.layers, lambda: _micro_log_probs(module, batch, rows, device, False)
+        )
         emit({"tokens": int(ids.numel()), "image_tokens": int(image.sum()), "device": args.device})
 
         def where(index: int) -> dict:
