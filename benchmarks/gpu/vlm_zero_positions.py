@@ -6,7 +6,8 @@ from the top, on the GPU and on its host's CPU alike, through attention and ``in
 scales by ``1 / rms(x)``: at a position whose hidden state is exactly zero that is ``1 / sqrt(eps)`` (1000 for eps
 1e-6) in every layer. This prints, per decoder layer, the smallest per-position RMS of the layer's input and where it
 is (packed index, token id, image or text, position within its row), and the positions whose embedding-layer RMS is
-below ``--threshold``.
+below ``--threshold``. ``--backward`` then runs the micro-batch's loss backward (``vlm_nan_locate``'s) and prints the
+max |gradient| of each decoder layer's output and the number of parameters with a non-finite gradient.
 
     PYTHONPATH=/tmp/site-common:/tmp/site-model:$PWD python -m benchmarks.gpu.vlm_zero_positions [--device cpu]
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpu.vlm_nan_locate import _load
+from benchmarks.gpu.vlm_nan_locate import _load, _loss, _nonfinite_params, _Recorder
 from benchmarks.gpu.vlm_nan_probe import _batch, _micro_log_probs
 
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--attn", default="sdpa")
     parser.add_argument("--micro", type=int, default=4)
     parser.add_argument("--threshold", type=float, default=1e-3)
+    parser.add_argument("--backward", action="store_true", help="also the loss's backward: per-layer gradient maxima")
     args = parser.parse_args(argv)
     from verl.models.random_vlm import build_random_vlm
     from verl.utils import hf_processor
@@ -91,6 +93,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             emit({"layer": layer, "min_rms": float(rms.min()), "median_rms": float(rms.median()), **where(index)})
         small = torch.nonzero(per_layer[0] < args.threshold).flatten().tolist() if per_layer else []
         emit({"embedding_rms_below": args.threshold, "positions": [where(i) for i in small[:20]], "count": len(small)})
+        if args.backward:
+            recorder = _Recorder(module)
+            loss = _loss(module, batch, rows, device)
+            loss.backward()
+            recorder.close()
+            layers = {k: v for k, v in recorder.grad_max.items() if k.count(".") == 3}  # whole decoder layers
+            emit({"loss": float(loss.detach()), "params_with_nonfinite_grad": len(_nonfinite_params(module)),
+                  "layer_output_grad_max": layers})  # fmt: skip
     return rows_out
 
 
