@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--attn", default="sdpa")
     parser.add_argument("--micro", type=int, default=4)
     parser.add_argument("--threshold", type=float, default=1e-3)
+    parser.add_argument("--dtype", default="bfloat16", help="weights' dtype (float32 is far faster on a CPU)")
     parser.add_argument("--backward", action="store_true", help="also the loss's backward: per-layer gradient maxima")
     args = parser.parse_args(argv)
     from verl.models.random_vlm import build_random_vlm
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         pos_in_row = (mask.long().cumsum(-1) - 1)[mask]
         image = ids == processor.image_token_id
         device = torch.device(args.device)
-        module = _load(model_path, torch.bfloat16, args.attn, device)
+        module = _load(model_path, getattr(torch, args.dtype), args.attn, device)
         per_layer = layer_input_rms(
             module.model.language_model.layers, lambda: _micro_log_probs(module, batch, rows, device, False)
         )
