@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpu.vlm_nan_probe import _batch, _micro_log_probs
+from benchmarks.gpu.vlm_nan_probe import _micro_log_probs, random_vlm_batch
 
 RECORDED = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
 """Submodules of each decoder layer whose outputs are compared."""
@@ -185,10 +185,6 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.cpu_threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from verl.models.random_vlm import build_random_vlm
-    from verl.utils import hf_processor
-    from verl.utils.default_model import default_model_path
-
     if args.device == "cuda":
         os.environ.setdefault("VERL_CACHE_DIR", "/tmp/verl_cache")
     records: list[dict] = []
@@ -198,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         records.append(record)
 
     with tempfile.TemporaryDirectory(prefix="vlm_nan_locate_") as tmp:
-        model_path = build_random_vlm(f"{tmp}/model", default_model_path(), shape=args.shape, dtype="bfloat16")
-        processor = hf_processor(model_path)
-        batch = _batch(processor, args.prompts, args.response_length, 0, Path(tmp))
+        model_path, processor, batch = random_vlm_batch(tmp, args.shape, args.prompts, args.response_length)
         rows = list(range(args.micro))
         part = batch.select_idxs(rows)
         image = (part.batch["input_ids"] == processor.image_token_id)[part.batch["attention_mask"].bool()]

@@ -65,6 +65,18 @@ def _batch(processor, prompts: int, response_length: int, seed: int, folder: Pat
     return assemble_output(batch, 1, responses, mask, torch.zeros(prompts, response_length))
 
 
+def random_vlm_batch(tmp: str, shape: str, prompts: int, response_length: int, dtype: str = "bfloat16"):
+    """``(model folder, processor, batch)``: the random VLM of ``shape`` written under ``tmp`` and a rollout-shaped
+    batch of ``prompts`` rows for it (:func:`_batch`, seed 0)."""
+    from verl.models.random_vlm import build_random_vlm
+    from verl.utils import hf_processor
+    from verl.utils.default_model import default_model_path
+
+    model_path = build_random_vlm(f"{tmp}/model", default_model_path(), shape=shape, dtype=dtype)
+    processor = hf_processor(model_path)
+    return model_path, processor, _batch(processor, prompts, response_length, 0, Path(tmp))
+
+
 def _micro_log_probs(module, batch, rows, device, calculate_entropy: bool):
     from verl.workers.engine.fsdp.forward import forward_log_probs
     from verl.workers.engine.multimodal_inputs import collate_multi_modal_inputs

@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from pathlib import Path
 
 import torch
 
 from benchmarks.gpu.vlm_nan_locate import _load, _loss, _nonfinite_params, _Recorder
-from benchmarks.gpu.vlm_nan_probe import _batch, _micro_log_probs
+from benchmarks.gpu.vlm_nan_probe import _micro_log_probs, random_vlm_batch
 
 
 def layer_input_rms(layers: torch.nn.ModuleList, compute) -> list[torch.Tensor]:
@@ -54,10 +53,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--dtype", default="bfloat16", help="weights' dtype (float32 is far faster on a CPU)")
     parser.add_argument("--backward", action="store_true", help="also the loss's backward: per-layer gradient maxima")
     args = parser.parse_args(argv)
-    from verl.models.random_vlm import build_random_vlm
-    from verl.utils import hf_processor
-    from verl.utils.default_model import default_model_path
-
     rows_out: list[dict] = []
 
     def emit(record: dict) -> None:
@@ -65,9 +60,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows_out.append(record)
 
     with tempfile.TemporaryDirectory(prefix="vlm_zero_positions_") as tmp:
-        model_path = build_random_vlm(f"{tmp}/model", default_model_path(), shape=args.shape, dtype="bfloat16")
-        processor = hf_processor(model_path)
-        batch = _batch(processor, 32, 64, 0, Path(tmp))
+        model_path, processor, batch = random_vlm_batch(tmp, args.shape, 32, 64)
         rows = list(range(args.micro))
         part = batch.select_idxs(rows)
         mask = part.batch["attention_mask"].bool()
