@@ -225,10 +225,6 @@ def main(argv: list[str] | None = None) -> int:
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from verl.models.random_vlm import build_random_vlm
-    from verl.utils import hf_processor
-    from verl.utils.default_model import default_model_path
-
     if args.device == "cuda":
         os.environ.setdefault("VERL_CACHE_DIR", "/tmp/verl_cache")  # where vlm_grpo converts the SmolLM2 GGUF
     if args.device == "cuda" and "fsdp" in args.fsdp.split(","):
@@ -242,9 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         args.fsdp = "plain"  # FSDP2's mixed precision is a GPU setting here (verl: on_cpu off)
     with tempfile.TemporaryDirectory(prefix="vlm_nan_probe_") as tmp:
         dtype = "bfloat16" if args.device == "cuda" else "float32"
-        model_path = build_random_vlm(f"{tmp}/model", default_model_path(), shape=args.shape, dtype=dtype)
-        processor = hf_processor(model_path)
-        batch = _batch(processor, args.prompts, args.response_length, 0, Path(tmp))
+        model_path, processor, batch = random_vlm_batch(tmp, args.shape, args.prompts, args.response_length, dtype)
         results = []
         for fsdp in args.fsdp.split(","):
             for attn in args.attn.split(","):
