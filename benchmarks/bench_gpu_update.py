@@ -99,6 +99,10 @@ VARIANTS = {
     "varlen+logits+compile+stacks": dict(compile=True),
     # torch's varlen flash kernel instead of the default padded batch (session 10: wrong Megatron TP=2 gradients)
     "varlen+logits+compile+fa2": dict(compile=True, kernel="varlen"),
+    # the same with each pack's tail padded by a dummy sequence (benchmarks.gpu.packed_attention.tail_padded)
+    "varlen+logits+compile+fa2tail": dict(compile=True, kernel="varlen_tail"),
+    # the padded kernel with torch's jagged <-> padded copy kernels instead of index_put / gather
+    "varlen+logits+compile+jagged": dict(compile=True, kernel="padded_jagged"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
@@ -202,6 +206,11 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
 
     spec = {**BASE, **VARIANTS[variant]}
     if spec["kernel"]:
+        if spec["kernel"].endswith("_tail"):  # a benchmark-side wrapper, registered for this process
+            from benchmarks.gpu.packed_attention import kernel_named
+            from verl.workers.engine.fsdp import attention
+
+            attention.CUDA_KERNELS[spec["kernel"]] = kernel_named(spec["kernel"])
         os.environ["VERL_PACKED_ATTENTION"] = spec["kernel"]
     path = model_dir(shape, root)
     _init_dist()

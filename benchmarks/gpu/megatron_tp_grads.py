@@ -23,8 +23,15 @@ layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP sche
   and the engine's, against float64 per-sequence attention. A kernel that is wrong on these inputs shows in both; an
   engine that feeds it something else (an output changed in place before the backward reads it, say) shows only in
   the engine's.
+- ``capture1``: ``capture`` on rank 1, which holds the head padding (SmolLM2's 9/3 heads padded to 12/4 for TP=2:
+  rank 1's query heads 9-11 and key/value head 3 are all-zero). The replay also gives the largest gradient the
+  kernel and the engine put on an all-zero head (exactly 0 in exact arithmetic: training must keep the padding
+  zero, and Adam turns any nonzero gradient, however small, into a step of about the learning rate).
 - ``padded``: bf16 with ``VERL_PACKED_ATTENTION=padded`` (causal sdpa over the pack right-padded to a batch; the
   default since session 10). Every other variant runs ``VERL_PACKED_ATTENTION=varlen``.
+- ``varlen_tail``: ``bf16`` with each pack extended by a dummy sequence to a multiple of 128 tokens before the
+  varlen kernel (``benchmarks.gpu.packed_attention.tail_padded``): right here if the kernel's last block writes
+  past the pack's end.
 - ``nocache``: ``bf16`` with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (every tensor its own cudaMalloc): if the varlen
   kernel's backward writes past one of its buffers into a neighbouring tensor of the caching allocator's pool, the
   gradients come out right here.
@@ -32,7 +39,8 @@ layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP sche
 Session 9 ran the first six: only ``fp32`` and ``sdpa`` agreed with float32 (see
 ``benchmarks/results/gpu_session9_2026-11-27.md``); ``capture`` is for the next GPU call.
 
-Per variant and for steps 1 and 3: loss, grad norm and, against the float32 single-process step from the same
+Per variant and for steps 1 and 3: loss, grad norm, the largest gradient in the head padding (and at step 3 the
+largest weight there) and, against the float32 single-process step from the same
 weights (``reference_step``), the cosine of every weight gradient (the five lowest, and the lowest among the norm
 weights and among the rest). The variant whose gradients agree names the cause.
 
@@ -49,7 +57,19 @@ import tempfile
 
 import torch
 
-VARIANTS = ("bf16", "fp32", "sdpa", "clone", "maxconn1", "repeat", "capture", "padded", "nocache")
+VARIANTS = (
+    "bf16",
+    "fp32",
+    "sdpa",
+    "clone",
+    "maxconn1",
+    "repeat",
+    "capture",
+    "capture1",
+    "padded",
+    "nocache",
+    "varlen_tail",
+)
 
 _records: list[dict] | None = None
 """Attention calls recorded by the ``capture`` variant (None: not recording)."""
@@ -102,17 +122,44 @@ def replay(records: list[dict]) -> dict:
             engine = r.get(f"engine_d{name}")
             row[f"engine_d{name}"] = None if engine is None else float((engine.double() - ref.grad).norm()) / scale
         row["out_changed_before_backward"] = float((r["out_at_backward"].float() - r["out"].float()).abs().max())
+        row.update(_zero_head_grads(r, kernel_in))
         rows.append(row)
     summary = {"calls": len(rows), "first": rows[0] if rows else None}
     summary["max_len_mismatch"] = sum(row["max_len"] != max(row["lens"]) for row in rows)
     summary["length_mismatch"] = sum(row["tokens_vs_cu_seqlens"][0] != row["tokens_vs_cu_seqlens"][1] for row in rows)
     for key in ("kernel_dq", "kernel_dk", "kernel_dv", "engine_dq", "engine_dk", "engine_dv",
-                "out_changed_before_backward"):  # fmt: skip
+                "out_changed_before_backward", "zero_head_kernel_grad", "zero_head_engine_grad"):  # fmt: skip
         values = [(row[key], row) for row in rows if row.get(key) is not None]
         if values:
             worst = max(values, key=lambda pair: pair[0])
             summary[key] = {"max": worst[0], "call": worst[1]["call"], "lens": worst[1]["lens"]}
     return summary
+
+
+def _zero_head_grads(record: dict, kernel_in: list[torch.Tensor]) -> dict:
+    """Largest |gradient| the kernel (replayed) and the engine gave the all-zero key/value heads and their query
+    groups; empty when no head is all-zero."""
+    k, v = record["k"], record["v"]
+    zero_kv = [h for h in range(k.shape[1]) if not k[:, h].any() and not v[:, h].any()]
+    if not zero_kv:
+        return {}
+    groups = record["q"].shape[1] // k.shape[1]
+    heads = {"q": [g * groups + i for g in zero_kv for i in range(groups)], "k": zero_kv, "v": zero_kv}
+    out = {"zero_kv_heads": zero_kv, "zero_head_kernel_grad": 0.0, "zero_head_engine_grad": 0.0}
+    for tensor, name in zip(kernel_in, "qkv", strict=True):
+        out["zero_head_kernel_grad"] = max(out["zero_head_kernel_grad"], float(tensor.grad[:, heads[name]].abs().max()))
+        engine = record.get(f"engine_d{name}")
+        if engine is not None:
+            out["zero_head_engine_grad"] = max(out["zero_head_engine_grad"], float(engine[:, heads[name]].abs().max()))
+    return out
+
+
+def _padding_max(tensors: dict, original_shapes: dict) -> float:
+    """Largest |value| in the head padding of full padded-model tensors."""
+    from verl.models.mcore.pad_heads import drop_padding
+
+    _, padding = drop_padding(tensors, original_shapes)
+    return max((float(t.abs().max()) for t in padding.values() if t.numel()), default=0.0)
 
 
 def _apply(variant: str) -> dict:
@@ -129,7 +176,12 @@ def _apply(variant: str) -> dict:
         from verl.workers.engine.fsdp import attention
 
         attention._kv_heads_native = False
-    if variant == "capture":
+    if variant == "varlen_tail":
+        from benchmarks.gpu.packed_attention import tail_padded
+        from verl.workers.engine.fsdp import attention
+
+        attention.CUDA_KERNELS["varlen"] = tail_padded(attention._cuda_varlen)
+    if variant in ("capture", "capture1"):
         from verl.models.mcore import attention
 
         attention.packed_causal_attention = _recording_attention(attention.packed_causal_attention)
@@ -156,7 +208,7 @@ def _rank(rank, world, path, variant):
     for step, batch in enumerate(batches, start=1):
         if step == 3:
             out["weights"] = {k: v.detach().cpu().clone() for k, v in engine.iter_full_state_dict()}
-            _records = [] if variant == "capture" and rank == 0 else None
+            _records = [] if (variant, rank) in (("capture", 0), ("capture1", 1)) else None
         captured = capture_clipped_grads(engine)
         metrics = _step(engine, actor, batch)
         if _records is not None:
@@ -169,7 +221,9 @@ def _rank(rank, world, path, variant):
                 "grad_norm": float(metrics["actor/grad_norm"][0]),
                 "grads": {k: v.detach().float().cpu() for k, v in grads.items()},
             }
-    return out if rank == 0 else None
+    if rank == 1:
+        return {"attention": out["attention"]} if "attention" in out else None
+    return out
 
 
 def agreement(grads: dict, reference: dict) -> dict:
@@ -207,6 +261,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args(argv)
+    from safetensors.torch import load_file
+
     from tests.support.models import smollm2_path, tp_padded_model_path
     from tests.workers.actor.test_dp_actor import reference_step
     from tests.workers.engine.fsdp.distributed import run_on_ranks, update_batch
@@ -218,12 +274,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         batch["ref_log_prob"] = batch["old_log_probs"] + 0.1 * batch["response_mask"]
         reference_batches[step] = batch
     step1_ref = reference_step(padded, reference_batches[1])
+    original_shapes = {k: v.shape for k, v in load_file(os.path.join(smollm2_path(), "model.safetensors")).items()}
     results = []
     for variant in args.variants.split(","):
         if variant == "nocache":  # read when CUDA starts in the spawned ranks
             os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         try:
-            out = run_on_ranks(_rank, 2, padded, variant)[0]
+            outs = run_on_ranks(_rank, 2, padded, variant)
+            out = outs[0]
+            if outs[1]:
+                out["attention"] = outs[1]["attention"]
         except Exception as exc:  # a variant that fails is a finding too
             results.append({"variant": variant, "error": f"{type(exc).__name__}: {exc}"[:500]})
             print(json.dumps(results[-1]), flush=True)
@@ -239,6 +299,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             row = {"variant": variant, "step": step, "pg_loss": round(out[step]["pg_loss"], 5)}
             row.update(grad_norm=round(out[step]["grad_norm"], 4), fp32_pg_loss=round(float(ref[0]), 5))
             row["fp32_grad_norm"] = round(float(ref[1]), 4)
+            row["padding_grad_max"] = _padding_max(out[step]["grads"], original_shapes)
+            if step == 3:
+                row["padding_weight_max"] = _padding_max(out["weights"], original_shapes)
             row.update(agreement(out[step]["grads"], ref[2]))
             results.append(row)
             print(json.dumps(row), flush=True)

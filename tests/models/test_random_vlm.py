@@ -57,3 +57,20 @@ def test_weights_saved_in_the_requested_dtype(tmp_path):
     assert dtypes == {"BF16"}
     assert json.loads((tmp_path / "m" / "processor_config.json").read_text())["processor_class"] == "Qwen2VLProcessor"
     assert folder == str(tmp_path / "m")
+
+
+def test_padding_id_is_not_the_end_of_turn_token(tmp_path):
+    """The pad id is the embedding's padding_idx (a zero row that gets no gradient): with SmolLM2's tokenizer, which
+    pads with its EOS ``<|im_end|>``, the end-of-turn token could never learn. The builder pads with
+    ``<|endoftext|>`` instead, and the EOS row of the built model is an ordinary, nonzero one."""
+    from transformers import AutoModelForImageTextToText
+
+    tokenizer = build_tokenizer(smollm2_path())
+    assert tokenizer.pad_token == "<|endoftext|>" and tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token_id != tokenizer.eos_token_id
+    folder = build_random_vlm(str(tmp_path / "m"), smollm2_path(), "qwen2_vl", "tiny")
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    embedding = model.get_input_embeddings().weight
+    assert model.config.text_config.pad_token_id == tokenizer.pad_token_id
+    assert embedding[tokenizer.eos_token_id].abs().sum() > 0
+    assert embedding[tokenizer.pad_token_id].abs().sum() == 0

@@ -63,7 +63,8 @@ def tiny_vlm_path(arch: str = "qwen2_vl", seed: int = 0) -> str:
     tokens and a locally assembled processor (``verl.models.random_vlm``, shape ``tiny``: head dims 32)."""
     from verl.models.random_vlm import build_random_vlm
 
-    return build_random_vlm(str(cache_dir() / "models" / f"tiny-{arch}-s{seed}"), smollm2_path(), arch, "tiny", seed)
+    folder = cache_dir() / "models" / f"tiny-{arch}-s{seed}-v2"  # v2: pads with <|endoftext|>, not the EOS
+    return build_random_vlm(str(folder), smollm2_path(), arch, "tiny", seed)
 
 
 def tp_padded_model_path(src: str, tp: int) -> str:

@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+PAD_TOKEN = "<|endoftext|>"
+"""The padding token, as Qwen2-VL's tokenizer has it (never the EOS: see :func:`build_tokenizer`)."""
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
 CHAT_TEMPLATE = (
@@ -81,8 +83,13 @@ def build_tokenizer(tokenizer_path: str):
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     tokenizer.add_special_tokens({"additional_special_tokens": list(VISION_TOKENS)})
     tokenizer.chat_template = CHAT_TEMPLATE
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        # the text config's pad id becomes the embedding's padding_idx: a zero row that never learns, which must
+        # not be the end-of-turn token (SmolLM2's tokenizer pads with its EOS); Qwen2-VL's pads with PAD_TOKEN
+        if tokenizer.get_vocab().get(PAD_TOKEN, tokenizer.eos_token_id) != tokenizer.eos_token_id:
+            tokenizer.pad_token = PAD_TOKEN
+        elif tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 

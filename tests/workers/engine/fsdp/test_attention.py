@@ -197,7 +197,7 @@ def test_packed_causal_attention_is_one_kernel_call_on_cuda():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("kernel", ["varlen", "padded"])
+@pytest.mark.parametrize("kernel", ["varlen", "padded", "padded_jagged"])
 @pytest.mark.parametrize("heads", [(6, 2), (12, 4), (14, 2)])
 @pytest.mark.parametrize("lens", [[9, 4, 1], [11, 2], [300, 7, 512, 1, 90]])
 def test_cuda_packed_kernels_gradients_match_float32_per_sequence(kernel, heads, lens):
@@ -223,3 +223,27 @@ def test_cuda_packed_kernels_gradients_match_float32_per_sequence(kernel, heads,
     for name, got, ref in zip("qkv", (q, k, v), ref_inputs, strict=True):
         error = float((got.grad.float() - ref.grad).norm() / ref.grad.norm())
         assert error < 2e-2, f"{kernel} d{name}: relative error {error:.4f}"
+
+
+@pytest.mark.parametrize("lens, heads", [([5, 1, 9], (4, 2)), ([1], (3, 3)), ([7, 7, 2, 12], (6, 2))])
+def test_padded_jagged_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads):
+    """The ``padded_jagged`` CUDA kernel's arithmetic (jagged <-> padded copies around causal sdpa), on CPU in
+    float64: output and dq/dk/dv equal the plain per-sequence attention's."""
+    from verl.workers.engine.fsdp.attention import CUDA_KERNELS
+
+    gen = torch.Generator().manual_seed(len(lens))
+    total = sum(lens)
+    q, k, v = (
+        torch.randn(total, h, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+        for h in (heads[0], heads[1], heads[1])
+    )
+    grad_out = torch.randn(total, heads[0], 8, generator=gen, dtype=torch.float64)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    out = CUDA_KERNELS["padded_jagged"](q, k, v, cu, max(lens), 0.3)
+    out.backward(grad_out)
+    ref_in = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    ref = _per_sequence_attention(*ref_in, lens, 0.3)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    for got, want in zip((q, k, v), ref_in, strict=True):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-10, atol=1e-10)

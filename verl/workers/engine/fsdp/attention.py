@@ -11,10 +11,13 @@ No ``(T, T)`` mask is built. Kernels:
     (its flash backend) over it; exact, since under a causal mask a sequence's trailing padding is attended by
     nothing but itself.
   - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels inside torch, no padding,
-    about 1.6x faster for attention alone). Not the default: in torch 2.11 (session 10, H200) each call's dq/dk/dv
-    were right, yet a Megatron TP=2 step whose packs hold a few 2-11-token sequences got weight gradients far from
-    float32's (grad norm 4.44 against 6.73, RMSNorm weight cosines down to -0.66), and ``padded`` on the same
-    weights and batch 6.61; see ``benchmarks/results/gpu_session10_2026-11-27.md``.
+    about 1.6x faster for attention alone). Not the default: with torch 2.11 (H200) a Megatron TP=2 step whose
+    packs hold a few 2-11-token sequences got weight gradients far from float32's (grad norm 4.44 against 6.68,
+    RMSNorm weight cosines down to -0.66; ``padded`` 6.61). Yet all 240 of its calls on both ranks, replayed, gave
+    the right dq/dk/dv and exactly zero gradients on the head padding; alone on such packs it wrote nothing outside
+    its own tensors; and a dummy sequence at the end of each pack left the step's gradients bit-identical. The cause
+    is not found; see ``benchmarks/results/gpu_session11_2026-11-27.md``.
+  - ``padded_jagged``: ``padded`` with torch's jagged <-> padded copy kernels instead of index tensors.
   - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
   the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
@@ -103,6 +106,55 @@ def _padded_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) ->
     return out.transpose(1, 2)[seq, pos]
 
 
+class _ToPadded(torch.autograd.Function):
+    """``(T, F)`` packed rows -> ``(N, max_len, F)`` right-padded with zeros, one kernel each way
+    (``aten._jagged_to_padded_dense_forward`` and its inverse, which have no autograd formula of their own)."""
+
+    @staticmethod
+    def forward(ctx, rows: torch.Tensor, offsets: torch.Tensor, max_len: int) -> torch.Tensor:
+        ctx.save_for_backward(offsets)
+        ctx.tokens = rows.shape[0]
+        return torch.ops.aten._jagged_to_padded_dense_forward(rows, [offsets], [max_len], 0.0)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (offsets,) = ctx.saved_tensors
+        return torch.ops.aten._padded_dense_to_jagged_forward(grad.contiguous(), [offsets], ctx.tokens), None, None
+
+
+class _FromPadded(torch.autograd.Function):
+    """``(N, max_len, F)`` right-padded -> ``(T, F)`` packed rows, the padding dropped (:class:`_ToPadded` inverted)."""
+
+    @staticmethod
+    def forward(ctx, padded: torch.Tensor, offsets: torch.Tensor, tokens: int) -> torch.Tensor:
+        ctx.save_for_backward(offsets)
+        ctx.max_len = padded.shape[1]
+        return torch.ops.aten._padded_dense_to_jagged_forward(padded.contiguous(), [offsets], tokens)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (offsets,) = ctx.saved_tensors
+        padded = torch.ops.aten._jagged_to_padded_dense_forward(grad.contiguous(), [offsets], [ctx.max_len], 0.0)
+        return padded, None, None
+
+
+def _padded_jagged_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
+    """:func:`_padded_sdpa` with the scatter into the padded batch and the gather back done by torch's jagged <->
+    padded kernels (one launch each way, and the same in backward) instead of index tensors and ``index_put``."""
+    tokens, groups = query.shape[0], query.shape[1] // key.shape[1]
+    offsets = cu_seqlens.long()
+
+    def padded(t: torch.Tensor) -> torch.Tensor:  # (T, H, D) -> (N, H, max_len, D)
+        batch = _ToPadded.apply(t.reshape(tokens, -1), offsets, max_len)  # (N, max_len, H * D)
+        return batch.view(batch.shape[0], max_len, t.shape[1], t.shape[2]).transpose(1, 2)
+
+    out = F.scaled_dot_product_attention(
+        padded(query), padded(key), padded(value), is_causal=True, scale=scaling, enable_gqa=groups > 1
+    )  # (N, Hq, max_len, D)
+    rows = _FromPadded.apply(out.transpose(1, 2).reshape(out.shape[0], max_len, -1), offsets, tokens)
+    return rows.view(tokens, query.shape[1], query.shape[2])
+
+
 def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
     """``(T, Hq, D)`` from ``(T, H, D)`` inputs: causal sdpa over each sequence's own tokens."""
     bounds = cu_seqlens.tolist()
@@ -119,6 +171,7 @@ def _cpu_varlen(query, key, value, cu_seqlens, scaling: float) -> torch.Tensor:
 CUDA_KERNELS = {
     "varlen": _cuda_varlen,
     "padded": _padded_sdpa,
+    "padded_jagged": _padded_jagged_sdpa,
     "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
 }
 """Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
