@@ -206,12 +206,9 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
 
     spec = {**BASE, **VARIANTS[variant]}
     if spec["kernel"]:
-        if spec["kernel"].endswith("_tail"):  # a benchmark-side wrapper, registered for this process
-            from benchmarks.gpu.packed_attention import kernel_named
-            from verl.workers.engine.fsdp import attention
+        from benchmarks.gpu.packed_attention import use_kernel
 
-            attention.CUDA_KERNELS[spec["kernel"]] = kernel_named(spec["kernel"])
-        os.environ["VERL_PACKED_ATTENTION"] = spec["kernel"]
+        use_kernel(spec["kernel"])
     path = model_dir(shape, root)
     _init_dist()
     cuda = torch.cuda.is_available()

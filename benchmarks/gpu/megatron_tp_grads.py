@@ -166,7 +166,9 @@ def _apply(variant: str) -> dict:
     """Patch this rank's process for ``variant``; returns engine overrides."""
     if variant == "maxconn1":
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-    os.environ["VERL_PACKED_ATTENTION"] = "padded" if variant == "padded" else "varlen"
+    from benchmarks.gpu.packed_attention import use_kernel
+
+    use_kernel(variant if variant in ("padded", "varlen_tail") else "varlen")
     if variant == "sdpa":
         from verl.models.mcore import attention
         from verl.workers.engine.fsdp.attention import _cpu_varlen
@@ -176,11 +178,6 @@ def _apply(variant: str) -> dict:
         from verl.workers.engine.fsdp import attention
 
         attention._kv_heads_native = False
-    if variant == "varlen_tail":
-        from benchmarks.gpu.packed_attention import tail_padded
-        from verl.workers.engine.fsdp import attention
-
-        attention.CUDA_KERNELS["varlen"] = tail_padded(attention._cuda_varlen)
     if variant in ("capture", "capture1"):
         from verl.models.mcore import attention
 

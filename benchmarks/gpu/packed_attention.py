@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 
 import torch
@@ -64,6 +65,16 @@ def tail_padded(kernel, multiple: int = 128):
         return kernel(q, k, v, cu, max(max_len, extra), scaling)[:tokens]
 
     return padded_kernel
+
+
+def use_kernel(name: str) -> None:
+    """Make this process's packed attention (``VERL_PACKED_ATTENTION``) the kernel ``name``, registering a
+    benchmark-side ``<kernel>_tail`` variant (:func:`tail_padded`) in ``CUDA_KERNELS`` first."""
+    from verl.workers.engine.fsdp import attention
+
+    if name not in attention.CUDA_KERNELS:
+        attention.CUDA_KERNELS[name] = kernel_named(name)
+    os.environ["VERL_PACKED_ATTENTION"] = name
 
 
 def kernel_named(name: str):

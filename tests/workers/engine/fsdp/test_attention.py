@@ -145,18 +145,20 @@ def test_packed_causal_attention_matches_plain_attention_per_sequence():
     torch.testing.assert_close(out, _per_sequence_attention(q, k, v, lens, 0.3), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("kernel", ["padded", "padded_jagged"])
 @pytest.mark.parametrize("lens, heads", [([5, 1, 9], (4, 2)), ([1], (3, 3)), ([7, 7, 2, 12], (6, 2))])
-def test_padded_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads):
-    """The ``padded`` CUDA kernel's arithmetic, run on CPU in float64: output and dq/dk/dv equal the plain per-sequence
-    attention's, padding rows contribute nothing (a length-1 sequence beside a long one pads 11 rows)."""
-    from verl.workers.engine.fsdp.attention import _padded_sdpa
+def test_padded_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads, kernel):
+    """The ``padded`` CUDA kernel's arithmetic (and ``padded_jagged``'s: the same batch built by torch's jagged <->
+    padded copies), run on CPU in float64: output and dq/dk/dv equal the plain per-sequence attention's, padding rows
+    contribute nothing (a length-1 sequence beside a long one pads 11 rows)."""
+    from verl.workers.engine.fsdp.attention import CUDA_KERNELS
 
     gen = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(sum(lens), h, 8, generator=gen, dtype=torch.float64, requires_grad=True) for h in
                (heads[0], heads[1], heads[1]))  # fmt: skip
     grad_out = torch.randn(sum(lens), heads[0], 8, generator=gen, dtype=torch.float64)
     cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
-    out = _padded_sdpa(q, k, v, cu_seqlens, max(lens), 0.3)
+    out = CUDA_KERNELS[kernel](q, k, v, cu_seqlens, max(lens), 0.3)
     grads = torch.autograd.grad(out, (q, k, v), grad_out)
     ref = _per_sequence_attention(q, k, v, lens, 0.3)
     ref_grads = torch.autograd.grad(ref, (q, k, v), grad_out)
@@ -223,27 +225,3 @@ def test_cuda_packed_kernels_gradients_match_float32_per_sequence(kernel, heads,
     for name, got, ref in zip("qkv", (q, k, v), ref_inputs, strict=True):
         error = float((got.grad.float() - ref.grad).norm() / ref.grad.norm())
         assert error < 2e-2, f"{kernel} d{name}: relative error {error:.4f}"
-
-
-@pytest.mark.parametrize("lens, heads", [([5, 1, 9], (4, 2)), ([1], (3, 3)), ([7, 7, 2, 12], (6, 2))])
-def test_padded_jagged_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads):
-    """The ``padded_jagged`` CUDA kernel's arithmetic (jagged <-> padded copies around causal sdpa), on CPU in
-    float64: output and dq/dk/dv equal the plain per-sequence attention's."""
-    from verl.workers.engine.fsdp.attention import CUDA_KERNELS
-
-    gen = torch.Generator().manual_seed(len(lens))
-    total = sum(lens)
-    q, k, v = (
-        torch.randn(total, h, 8, generator=gen, dtype=torch.float64, requires_grad=True)
-        for h in (heads[0], heads[1], heads[1])
-    )
-    grad_out = torch.randn(total, heads[0], 8, generator=gen, dtype=torch.float64)
-    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
-    out = CUDA_KERNELS["padded_jagged"](q, k, v, cu, max(lens), 0.3)
-    out.backward(grad_out)
-    ref_in = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    ref = _per_sequence_attention(*ref_in, lens, 0.3)
-    ref.backward(grad_out)
-    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
-    for got, want in zip((q, k, v), ref_in, strict=True):
-        torch.testing.assert_close(got.grad, want.grad, rtol=1e-10, atol=1e-10)
