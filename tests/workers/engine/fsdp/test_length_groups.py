@@ -50,14 +50,11 @@ def test_plan_places_every_token_once_and_groups_by_length():
     lengths = [5, 0, 30, 2, 31, 6, 3, 29]  # pack order; the empty sequence has no token
     plan = plan_length_groups(lengths, torch.device("cpu"))
     starts = [sum(lengths[:i]) for i in range(len(lengths))]
-    tokens = plan.order
+    tokens = torch.cat(plan.tokens)
     assert sorted(tokens.tolist()) == list(range(sum(lengths)))
     assert torch.equal(tokens[plan.inverse], torch.arange(sum(lengths)))
-    assert sum(count for _, _, count in plan.sizes) == sum(lengths)
     by_group = []
-    for (num_seqs, max_len, _), group_tokens, seq, pos in zip(
-        plan.sizes, tokens.split([count for _, _, count in plan.sizes]), plan.seqs, plan.positions
-    ):
+    for (num_seqs, max_len), group_tokens, seq, pos in zip(plan.sizes, plan.tokens, plan.seqs, plan.positions):
         members = {}
         for token, s, p in zip(group_tokens.tolist(), seq.tolist(), pos.tolist()):
             owner = max(i for i, start in enumerate(starts) if start <= token and lengths[i])
@@ -109,7 +106,7 @@ def test_plan_reaches_every_layer_through_the_model(monkeypatch):
         calls = []
         monkeypatch.setattr(attention, "grouped_padded_sdpa", lambda *a: calls.append(1) or grouped_padded_sdpa(*a))
         kwargs = packed.attention_kwargs()
-        assert [n for n, _, _ in kwargs[LENGTH_GROUPS_KWARG].sizes] == [2, 2, 2]
+        assert [n for n, _ in kwargs[LENGTH_GROUPS_KWARG].sizes] == [2, 2, 2]
         grouped = model(input_ids=packed.input_ids, position_ids=packed.position_ids, **kwargs)
     assert len(calls) == model.config.num_hidden_layers
     torch.testing.assert_close(grouped.logits, plain.logits, atol=1e-5, rtol=0)

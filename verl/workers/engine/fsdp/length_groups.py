@@ -31,16 +31,16 @@ MAX_GROUPS = 4
 
 @dataclass(frozen=True)
 class LengthGroups:
-    """Where each token of a ``(T,)`` pack goes. ``order (T,)`` lists the pack positions group by group (sequence by
-    sequence within a group) and ``inverse (T,)`` undoes it. Group ``g`` holds ``sizes[g] = (n_g, m_g, t_g)``: ``n_g``
-    sequences padded to ``m_g``, ``t_g`` tokens, whose ``seqs[g] (t_g,)`` (sequence within the group) and
-    ``positions[g] (t_g,)`` (position within the sequence) place them in the padded batch."""
+    """Where each token of a ``(T,)`` pack goes: group ``g`` holds ``sizes[g] = (n_g, m_g)`` sequences padded to
+    ``m_g``; its ``t_g`` tokens are ``tokens[g] (t_g,)`` (pack positions), ``seqs[g] (t_g,)`` (sequence within the
+    group) and ``positions[g] (t_g,)`` (position within the sequence). ``inverse (T,)`` maps each pack position to
+    its row in the groups' outputs concatenated in group order."""
 
-    sizes: tuple[tuple[int, int, int], ...]
-    order: torch.Tensor
-    inverse: torch.Tensor
+    sizes: tuple[tuple[int, int], ...]
+    tokens: tuple[torch.Tensor, ...]
     seqs: tuple[torch.Tensor, ...]
     positions: tuple[torch.Tensor, ...]
+    inverse: torch.Tensor
 
 
 def group_bounds(sorted_lengths: list[int], max_groups: int = MAX_GROUPS) -> list[int]:
@@ -88,7 +88,7 @@ def plan_length_groups(lengths: list[int], device: torch.device, max_groups: int
         member_lengths = lengths_np[members]
         seq = np.repeat(np.arange(len(members)), member_lengths)
         pos = np.arange(len(seq)) - np.repeat(np.cumsum(member_lengths) - member_lengths, member_lengths)
-        sizes.append((len(members), int(member_lengths.max()), len(seq)))
+        sizes.append((len(members), int(member_lengths.max())))
         tokens.append(np.repeat(starts[members], member_lengths) + pos)
         seqs.append(seq)
         positions.append(pos)
@@ -99,48 +99,26 @@ def plan_length_groups(lengths: list[int], device: torch.device, max_groups: int
     def on_device(values: list[np.ndarray]) -> tuple[torch.Tensor, ...]:
         return tuple(torch.from_numpy(v).to(device, non_blocking=True) for v in values)
 
-    order_t, inverse_t = on_device([concatenated, inverse])
-    return LengthGroups(tuple(sizes), order_t, inverse_t, on_device(seqs), on_device(positions))
+    return LengthGroups(tuple(sizes), on_device(tokens), on_device(seqs), on_device(positions), on_device([inverse])[0])
 
 
-class _Permute(torch.autograd.Function):
-    """``rows[perm]`` along dim 0 for a permutation ``perm`` whose inverse is known: the backward is the inverse
-    gather (no zero-filled buffer and no atomic adds, as ``index_select``'s backward has)."""
-
-    @staticmethod
-    def forward(ctx, rows: torch.Tensor, perm: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(inverse)
-        return rows.index_select(0, perm)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (inverse,) = ctx.saved_tensors
-        return grad.index_select(0, inverse), None, None
-
-
-def _padded(rows: torch.Tensor, seq, pos, num_seqs: int, max_len: int) -> torch.Tensor:
-    """``(n_g, H, m_g, D)``: a group's ``rows (t_g, H, D)`` right-padded with zeros."""
-    batch = rows.new_zeros(num_seqs, max_len, rows.shape[1], rows.shape[2]).index_put((seq, pos), rows)
-    return batch.transpose(1, 2)
+def _padded_group(t: torch.Tensor, tokens, seq, pos, num_seqs: int, max_len: int) -> torch.Tensor:
+    """``(n_g, H, m_g, D)``: the group's rows of ``t (T, H, D)`` right-padded with zeros."""
+    rows = t.index_select(0, tokens)
+    return t.new_zeros(num_seqs, max_len, t.shape[1], t.shape[2]).index_put((seq, pos), rows).transpose(1, 2)
 
 
 def grouped_padded_sdpa(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, groups: LengthGroups, scaling: float
 ) -> torch.Tensor:
     """``(T, Hq, D)`` causal attention of each packed sequence from ``query (T, Hq, D)``, ``key/value (T, Hkv, D)``:
-    the tokens permuted into group order once, then per group the group's sequences right-padded into
-    ``(n_g, H, m_g, D)`` and one causal sdpa (flash backend) over them, and the rows permuted back. Padding rows
-    follow their sequence's last token, so as in ``padded`` they reach no real row, forward or backward."""
+    per group, the group's sequences right-padded into ``(n_g, H, m_g, D)`` and one causal sdpa (flash backend) over
+    them; padding rows follow their sequence's last token, so as in ``padded`` they reach no real row, forward or
+    backward."""
     gqa = query.shape[1] != key.shape[1]
-    counts = [tokens for _, _, tokens in groups.sizes]
-    q_groups, k_groups, v_groups = (
-        _Permute.apply(t, groups.order, groups.inverse).split(counts) for t in (query, key, value)
-    )
     outs = []
-    for (num_seqs, max_len, _), q, k, v, seq, pos in zip(
-        groups.sizes, q_groups, k_groups, v_groups, groups.seqs, groups.positions
-    ):
-        q, k, v = (_padded(t, seq, pos, num_seqs, max_len) for t in (q, k, v))
+    for (num_seqs, max_len), tokens, seq, pos in zip(groups.sizes, groups.tokens, groups.seqs, groups.positions):
+        q, k, v = (_padded_group(t, tokens, seq, pos, num_seqs, max_len) for t in (query, key, value))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
         outs.append(out.transpose(1, 2)[seq, pos])  # (t_g, Hq, D)
-    return _Permute.apply(torch.cat(outs), groups.inverse, groups.order)
+    return torch.cat(outs).index_select(0, groups.inverse)
