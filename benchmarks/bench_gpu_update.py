@@ -103,8 +103,6 @@ VARIANTS = {
     "varlen+logits+compile+fa2tail": dict(compile=True, kernel="varlen_tail"),
     # the padded kernel with torch's jagged <-> padded copy kernels instead of index_put / gather
     "varlen+logits+compile+jagged": dict(compile=True, kernel="padded_jagged"),
-    # the padded kernel over a few length groups of the pack, each padded to its own longest sequence
-    "varlen+logits+compile+grouped": dict(compile=True, kernel="padded_grouped"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""

@@ -77,28 +77,9 @@ def use_kernel(name: str) -> None:
     os.environ["VERL_PACKED_ATTENTION"] = name
 
 
-def with_length_groups():
-    """``padded_grouped`` as the engine runs it: the packer's length-group plan built once per pack (here once per
-    ``cu_seqlens`` tensor, outside the timed calls after the first) and reused by every call on it."""
-    from verl.workers.engine.fsdp.length_groups import grouped_padded_sdpa, plan_length_groups
-
-    plans: dict[int, tuple] = {}
-
-    def kernel(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
-        if id(cu_seqlens) not in plans:
-            bounds = cu_seqlens.tolist()
-            lens = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
-            plans[id(cu_seqlens)] = (cu_seqlens, plan_length_groups(lens, query.device))
-        return grouped_padded_sdpa(query, key, value, plans[id(cu_seqlens)][1], scaling)
-
-    return kernel
-
-
 def kernel_named(name: str):
     from verl.workers.engine.fsdp.attention import CUDA_KERNELS
 
-    if name == "padded_grouped":
-        return with_length_groups()
     if name.endswith("_tail"):
         return tail_padded(CUDA_KERNELS[name.removesuffix("_tail")])
     return CUDA_KERNELS[name]

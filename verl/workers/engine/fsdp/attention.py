@@ -18,9 +18,6 @@ No ``(T, T)`` mask is built. Kernels:
     its own tensors; and a dummy sequence at the end of each pack left the step's gradients bit-identical. The cause
     is not found; see ``benchmarks/results/gpu_session11_2026-11-27.md``.
   - ``padded_jagged``: ``padded`` with torch's jagged <-> padded copy kernels instead of index tensors.
-  - ``padded_grouped``: ``padded`` over a few length groups of the pack's sequences, each padded to its own longest
-    (:mod:`verl.workers.engine.fsdp.length_groups`); the plan comes from the packer as the keyword argument
-    ``verl_length_groups``, and a call without it runs ``padded``.
   - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
   the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
@@ -41,8 +38,6 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-from verl.workers.engine.fsdp.length_groups import LENGTH_GROUPS_KWARG, grouped_padded_sdpa
 
 VARLEN_ATTENTION = "verl_varlen"
 
@@ -177,25 +172,14 @@ CUDA_KERNELS = {
     "varlen": _cuda_varlen,
     "padded": _padded_sdpa,
     "padded_jagged": _padded_jagged_sdpa,
-    "padded_grouped": _padded_sdpa,  # without a length-group plan; with one, varlen_attention_forward groups
     "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
 }
 """Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
 
 
-def cuda_kernel_name() -> str:
-    """``VERL_PACKED_ATTENTION`` (default ``padded``)."""
-    return os.environ.get("VERL_PACKED_ATTENTION", "padded")
-
-
-def uses_length_groups(device: torch.device) -> bool:
-    """Whether packed attention on ``device`` runs ``padded_grouped``, which takes the packer's length-group plan."""
-    return device.type == "cuda" and cuda_kernel_name() == "padded_grouped"
-
-
 def cuda_kernel():
     """The CUDA kernel ``VERL_PACKED_ATTENTION`` names (default ``padded``)."""
-    name = cuda_kernel_name()
+    name = os.environ.get("VERL_PACKED_ATTENTION", "padded")
     if name not in CUDA_KERNELS:
         raise ValueError(f"VERL_PACKED_ATTENTION={name!r}: choose one of {sorted(CUDA_KERNELS)}")
     if name == "varlen" and _cuda_varlen_kernel() is None:
@@ -264,10 +248,7 @@ def varlen_attention_forward(
         raise _boundary_error(module, "a non-causal call", query.shape[2])
     scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, H, D)
-    groups = kwargs.get(LENGTH_GROUPS_KWARG)
-    if groups is not None and uses_length_groups(q.device):
-        out = grouped_padded_sdpa(q, k, v, groups, scaling)
-    elif q.is_cuda:
+    if q.is_cuda:
         # a full cu_seqlens check would sync the device every layer; a too-long sequence costs nothing to catch
         if int(max_len) > q.shape[0]:
             raise _boundary_error(module, f"max_length_q={int(max_len)}", q.shape[0])

@@ -20,10 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from verl.workers.engine.fsdp.attention import uses_length_groups
-from verl.workers.engine.fsdp.length_groups import LENGTH_GROUPS_KWARG, plan_length_groups
-
-PACKING_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", LENGTH_GROUPS_KWARG)
+PACKING_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
 """The keyword arguments :meth:`PackedBatch.attention_kwargs` adds to a model call."""
 
 
@@ -38,23 +35,16 @@ class PackedBatch:
     batch_size: int
     seqlen: int
     max_seqlen: int
-    seq_lengths: tuple[int, ...] = ()  # (bs,) host copy of the sequence lengths
 
     def attention_kwargs(self) -> dict:
-        """Sequence boundaries as transformers' flash-attention kwargs (forwarded to every attention call), and
-        for the ``padded_grouped`` CUDA kernel its plan (:mod:`verl.workers.engine.fsdp.length_groups`), built once
-        here for all layers."""
-        device = self.input_ids.device
-        cu_seqlens = self.cu_seqlens.to(device)
-        kwargs = {
+        """Sequence boundaries as transformers' flash-attention kwargs (forwarded to every attention call)."""
+        cu_seqlens = self.cu_seqlens.to(self.input_ids.device)
+        return {
             "cu_seq_lens_q": cu_seqlens,
             "cu_seq_lens_k": cu_seqlens,
             "max_length_q": self.max_seqlen,
             "max_length_k": self.max_seqlen,
         }
-        if self.seq_lengths and uses_length_groups(device):
-            kwargs[LENGTH_GROUPS_KWARG] = plan_length_groups(list(self.seq_lengths), device)
-        return kwargs
 
     def next_token_labels(self) -> torch.Tensor:
         """``(T,)`` label of each packed position: the following packed token (garbage at sequence ends, which
@@ -94,6 +84,5 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: to
         packed_pos = position_ids.transpose(0, 1).reshape(position_ids.shape[1], -1)[:, indices].unsqueeze(1)
     else:
         packed_pos = position_ids.reshape(-1)[indices].unsqueeze(0)
-    seq_lengths = tuple(lengths.tolist())  # one device sync, as reading the longest length alone costs
-    max_seqlen = max(seq_lengths, default=0)
-    return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen, max_seqlen, seq_lengths)
+    max_seqlen = int(lengths.max()) if batch_size else 0
+    return PackedBatch(packed_ids, packed_pos, indices, cu_seqlens, batch_size, seqlen, max_seqlen)
