@@ -33,7 +33,9 @@ and every thread's CPU time with the VM's steal every 0.25 s (:mod:`benchmarks.g
 during the generation windows of steps 2+ is printed after the run). A run whose variant is named ``pyspy...`` gets
 ``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler and detokenizer and its Ray workers as each
 appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run>.<process>.<pid>.pyspy.txt``; ``python -m
-benchmarks.gpu.pyspy summarize FILE`` reads one.
+benchmarks.gpu.pyspy summarize FILE`` reads one. A run whose variant is named ``pin...`` (standalone runs too:
+``standalone-sglang@pin``) gets a physical CPU core for its SGLang scheduler alone; ``pinonly...`` moves the scheduler
+there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`).
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -45,7 +47,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.gpu.grpo_table import (  # noqa: F401 - the constants and _fmt are also read from here
+    BREAKDOWN,
+    MAX_PROMPT_LENGTH,
+    PROMPTS,
+    RESPONSE_LENGTH,
+    SAMPLES,
+    VERL_ENGINES,
+    _fmt,
+    render_table,
+    split_run,
+    summarize_verl,
+)
 from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES are also read from here
     PHASES,
     MemorySampler,
@@ -65,9 +78,6 @@ from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES a
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
-VERL_ENGINES = ("vllm", "sglang", "hf")
-BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
-PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 FAST_TRAINING = (
     "actor_rollout_ref.model.use_remove_padding=True",
     "actor_rollout_ref.actor.use_dynamic_bsz=True",
@@ -92,12 +102,6 @@ def variant_env(args, variant: str | None) -> dict[str, str]:
     ``env:RAY_worker_niceness=0``: Ray starts its workers, and so the engines they spawn, at nice 15)."""
     entries = args.variants.get(variant, []) if variant else []
     return dict(e[len(ENV_PREFIX) :].split("=", 1) for e in entries if e.startswith(ENV_PREFIX))
-
-
-def split_run(name: str) -> tuple[str, str | None]:
-    """``engine@variant`` -> (engine, variant); a plain name has no variant."""
-    engine, _, variant = name.partition("@")
-    return engine, variant or None
 
 
 def merge_overrides(*groups) -> list[str]:
@@ -174,15 +178,18 @@ def _run_command(
     on_line=None,
     kill: Callable[[subprocess.Popen], None] = subprocess.Popen.kill,
     on_start: Callable[[subprocess.Popen], None] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> int:
     """Run ``command``, teeing its output to ``log_path``; ``on_start(process)`` sees it started, ``on_line(line,
-    time)`` every stdout line. Past ``timeout`` seconds ``kill(process)`` stops it and 124 is returned."""
+    time)`` every stdout line, ``preexec`` runs in the child before it executes (``Popen``'s ``preexec_fn``). Past
+    ``timeout`` seconds ``kill(process)`` stops it and 124 is returned."""
     with open(log_path, "w") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-        )
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+            preexec_fn=preexec,
+        )  # fmt: skip
         if on_start is not None:
             on_start(process)
         deadline = time.monotonic() + timeout
@@ -245,12 +252,15 @@ def run_verl(
         overrides = workload_overrides(args, engine, variant)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     attachers = []
+    pin = _pinning(variant)
 
     def attach(process: subprocess.Popen) -> None:
         if variant is not None and variant.startswith("pyspy"):
             from benchmarks.gpu.pyspy import Attacher
 
             attachers.append(Attacher(args.py_spy, process.pid, out / name).start())
+        if pin is not None:
+            pin.attach(process)
 
     arrivals: dict[int, float] = {}
     done = threading.Event()
@@ -271,8 +281,11 @@ def run_verl(
     device = gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     monitors = _start_gpu_monitors(out, name, device) if getattr(args, "gpu_monitor", False) else []  # not vlm_grpo's
     try:
-        rc = _run_command(name, command, env, out / f"{name}.log", args.timeout, on_start=attach)
+        rc = _run_command(
+            name, command, env, out / f"{name}.log", args.timeout, on_start=attach, preexec=pin and pin.preexec
+        )
     finally:
+        pinned = pin.stop() if pin is not None else {}
         for attacher in attachers:
             attacher.stop()
         done.set()
@@ -283,7 +296,7 @@ def run_verl(
     if metrics_path.exists():
         for index, line in enumerate(metrics_path.read_text().splitlines()):
             entry = json.loads(line)
-            record = {"run": name, "step": entry["step"], **entry["data"]}
+            record = {"run": name, "step": entry["step"], **entry["data"], **pinned}
             if index in arrivals and sampler is not None:
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
@@ -294,13 +307,27 @@ def run_verl(
     return records
 
 
+def _pinning(variant: str | None):
+    """A :class:`benchmarks.gpu.affinity.RunPin` for a ``pin*`` variant's run (its SGLang scheduler gets a physical
+    core of its own; ``pinonly*``: the rest of the run is not kept off it), else None."""
+    if variant is None or not variant.startswith("pin"):
+        return None
+    from benchmarks.gpu.affinity import RunPin
+
+    return RunPin(isolate=not variant.startswith("pinonly"))
+
+
 def run_json_lines(
     args, name: str, module: str, extra: list[str], engine: str | None, out: Path, gpu: str | None = None
 ) -> list[dict]:
-    """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines."""
+    """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines. A run named
+    ``...@variant`` gets the variant's environment and pinning."""
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    variant = split_run(name)[1]
+    env.update(variant_env(args, variant))
+    pin = _pinning(variant)
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
     env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
     command = [sys.executable, "-m", module, "--model", args.model, "--data", str(Path(args.data) / "train.parquet")]
@@ -313,109 +340,18 @@ def run_json_lines(
             except json.JSONDecodeError:
                 pass
 
-    rc = _run_command(name, command + extra, env, out / f"{name}.log", args.timeout, on_line=collect)
+    try:
+        rc = _run_command(
+            name, command + extra, env, out / f"{name}.log", args.timeout, on_line=collect,
+            on_start=pin and pin.attach, preexec=pin and pin.preexec,
+        )  # fmt: skip
+    finally:
+        pinned = pin.stop() if pin is not None else {}
+    for record in records:
+        record.update(pinned)
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
-
-
-def summarize_verl(records: list[dict]) -> dict:
-    """Means over steps 2.. (step 1 holds compilation and allocator warm-up) of what the table shows."""
-    steps = [r for r in records if "timing_s/step" in r]
-    steady = steps[1:] or steps
-    if not steady:
-        return {}
-
-    def mean(key: str) -> float | None:
-        values = [float(r[key]) for r in steady if key in r]
-        return statistics.mean(values) if values else None
-
-    summary = {"steps": len(steps), "step_s": mean("timing_s/step")}
-    for key in BREAKDOWN:
-        summary[key] = mean(f"timing_s/{key}")
-    rows = PROMPTS * SAMPLES
-    tokens = [float(r["response_length/mean"]) * rows for r in steady if "response_length/mean" in r]
-    gen = [float(r["timing_s/gen"]) for r in steady if "response_length/mean" in r]
-    if tokens:
-        summary["response_tokens"] = statistics.mean(tokens)
-        summary["gen_tokens_per_s"] = sum(tokens) / sum(gen)
-        sync = ("timing_s/update_weights", "timing_s/release_memory")
-        engine_only = [
-            float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync)
-            for r in steady
-            if "response_length/mean" in r
-        ]
-        summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
-    for phase in ("gen", "old_log_prob", "ref", "update_actor", "step"):
-        values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
-        if values:
-            summary[f"peak_gib/{phase}"] = max(values)
-    for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
-        summary[key] = mean(key)
-    return summary
-
-
-def _fmt(value, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def render_table(summaries: dict[str, dict], card: str) -> str:
-    """The markdown table: one row per verl engine, then the standalone engines and TRL."""
-    trl = summaries.get("trl", {}).get("mean_step_s")
-    lines = [
-        f"GRPO GSM8K SmolLM2-135M bf16, {PROMPTS} prompts x {SAMPLES} x <= {RESPONSE_LENGTH} tokens, on {card}",
-        "",
-        "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s |"
-        " update_actor s | gen tok/s | engine tok/s | vs standalone | peak GiB gen / old_lp / ref / update |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
-    for name in verl_runs:
-        s = summaries[name]
-        engine = split_run(name)[0]
-        if "error" in s and "step_s" not in s:
-            lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
-            continue
-        standalone = summaries.get(f"standalone-{engine}", {}).get("tokens_per_s")
-        ratio = f"{s['gen_tokens_per_s'] / standalone:.0%}" if standalone and s.get("gen_tokens_per_s") else "-"
-        speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
-        peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
-        cells = [
-            name + (f" (GPU {s['gpu']})" if "gpu" in s else ""),
-            _fmt(s.get("step_s")),
-            speedup,
-            _fmt(s.get("gen")),
-            _fmt(s.get("update_weights"), 3),
-            _fmt(s.get("release_memory"), 3),
-            _fmt(s.get("old_log_prob")),
-            _fmt(s.get("ref")),
-            _fmt(s.get("update_actor")),
-            _fmt(s.get("gen_tokens_per_s"), 0),
-            _fmt(s.get("engine_tokens_per_s"), 0),
-            ratio,
-            peaks,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    for engine in ("vllm", "sglang"):
-        s = summaries.get(f"standalone-{engine}")
-        if s:
-            lines.append(
-                f"- standalone {engine}: {_fmt(s.get('tokens_per_s'), 0)} tok/s ({_fmt(s.get('tokens'), 0)} tokens in "
-                f"{_fmt(s.get('seconds'))} s, median of repeats; engine start {_fmt(s.get('startup_s'), 1)} s)"
-                + (f" failed: {s['error']}" if "error" in s else "")
-            )
-    if "trl" in summaries:
-        s = summaries["trl"]
-        lines.append(
-            f"- TRL GRPOTrainer: {_fmt(s.get('mean_step_s'))} s/step (steps 2..{s.get('steps', '?')})"
-            + (f" failed: {s['error']}" if "error" in s else "")
-        )
-    return "\n".join(lines) + "\n"
 
 
 def parse_lanes(spec: str) -> dict[str, list[str]]:
@@ -444,8 +380,8 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
         records = run_verl(args, name, out, sampler, gpu=gpu)
         summary = summarize_verl(records)
     elif name.startswith("standalone-"):
-        engine = name.split("-", 1)[1]
-        extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+        engine = split_run(name)[0].split("-", 1)[1]
+        extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--repeats", "5"]
         records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
         summary = next((dict(r) for r in records if "tokens_per_s" in r), {})
     else:
@@ -541,9 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         args.variants[name] = [o for o in overrides.split(",") if o]
     unknown = {r for r in runs if split_run(r)[0] not in ALL_RUNS}
     unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[1] not in args.variants}
-    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[0] not in VERL_ENGINES}
+    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[0] == "trl"}
     if unknown:
-        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (verl engines may take @VARIANT)")
+        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (engines may take @VARIANT)")
     if len(set(runs)) != len(runs):
         parser.error(f"a run is named twice in {runs}: each run's files are named after it")
     started = time.perf_counter()

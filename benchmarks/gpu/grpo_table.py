@@ -1,0 +1,115 @@
+"""The GPU GRPO benchmark's summaries and table (:mod:`benchmarks.bench_gpu_grpo`): per-run means of steps 2.. and
+the markdown table against the standalone engines and TRL."""
+
+from __future__ import annotations
+
+import statistics
+
+PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
+VERL_ENGINES = ("vllm", "sglang", "hf")
+BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
+
+
+def split_run(name: str) -> tuple[str, str | None]:
+    """``engine@variant`` -> (engine, variant); a plain name has no variant."""
+    engine, _, variant = name.partition("@")
+    return engine, variant or None
+
+
+def summarize_verl(records: list[dict]) -> dict:
+    """Means over steps 2.. (step 1 holds compilation and allocator warm-up) of what the table shows."""
+    steps = [r for r in records if "timing_s/step" in r]
+    steady = steps[1:] or steps
+    if not steady:
+        return {}
+
+    def mean(key: str) -> float | None:
+        values = [float(r[key]) for r in steady if key in r]
+        return statistics.mean(values) if values else None
+
+    summary = {"steps": len(steps), "step_s": mean("timing_s/step")}
+    for key in BREAKDOWN:
+        summary[key] = mean(f"timing_s/{key}")
+    rows = PROMPTS * SAMPLES
+    tokens = [float(r["response_length/mean"]) * rows for r in steady if "response_length/mean" in r]
+    gen = [float(r["timing_s/gen"]) for r in steady if "response_length/mean" in r]
+    if tokens:
+        summary["response_tokens"] = statistics.mean(tokens)
+        summary["gen_tokens_per_s"] = sum(tokens) / sum(gen)
+        sync = ("timing_s/update_weights", "timing_s/release_memory")
+        engine_only = [
+            float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync)
+            for r in steady
+            if "response_length/mean" in r
+        ]
+        summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
+    for phase in ("gen", "old_log_prob", "ref", "update_actor", "step"):
+        values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
+        if values:
+            summary[f"peak_gib/{phase}"] = max(values)
+    for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
+        summary[key] = mean(key)
+    return summary
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def render_table(summaries: dict[str, dict], card: str) -> str:
+    """The markdown table: one row per verl engine, then the standalone engines and TRL."""
+    trl = summaries.get("trl", {}).get("mean_step_s")
+    lines = [
+        f"GRPO GSM8K SmolLM2-135M bf16, {PROMPTS} prompts x {SAMPLES} x <= {RESPONSE_LENGTH} tokens, on {card}",
+        "",
+        "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s |"
+        " update_actor s | gen tok/s | engine tok/s | vs standalone | peak GiB gen / old_lp / ref / update |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
+    for name in verl_runs:
+        s = summaries[name]
+        engine, variant = split_run(name)
+        if "error" in s and "step_s" not in s:
+            lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
+            continue
+        bare = summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
+        standalone = bare.get("tokens_per_s")  # the bare engine of the same variant where one ran
+        ratio = f"{s['gen_tokens_per_s'] / standalone:.0%}" if standalone and s.get("gen_tokens_per_s") else "-"
+        speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
+        peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
+        cells = [
+            name + (f" (GPU {s['gpu']})" if "gpu" in s else ""),
+            _fmt(s.get("step_s")),
+            speedup,
+            _fmt(s.get("gen")),
+            _fmt(s.get("update_weights"), 3),
+            _fmt(s.get("release_memory"), 3),
+            _fmt(s.get("old_log_prob")),
+            _fmt(s.get("ref")),
+            _fmt(s.get("update_actor")),
+            _fmt(s.get("gen_tokens_per_s"), 0),
+            _fmt(s.get("engine_tokens_per_s"), 0),
+            ratio,
+            peaks,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, s in summaries.items():
+        if name.startswith("standalone-"):
+            lines.append(
+                f"- {name}: {_fmt(s.get('tokens_per_s'), 0)} tok/s ({_fmt(s.get('tokens'), 0)} tokens in "
+                f"{_fmt(s.get('seconds'))} s, median of repeats; engine start {_fmt(s.get('startup_s'), 1)} s)"
+                + (f" failed: {s['error']}" if "error" in s else "")
+            )
+    if "trl" in summaries:
+        s = summaries["trl"]
+        lines.append(
+            f"- TRL GRPOTrainer: {_fmt(s.get('mean_step_s'))} s/step (steps 2..{s.get('steps', '?')})"
+            + (f" failed: {s['error']}" if "error" in s else "")
+        )
+    return "\n".join(lines) + "\n"
