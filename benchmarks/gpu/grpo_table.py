@@ -66,8 +66,8 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
     lines = [
         f"GRPO GSM8K SmolLM2-135M bf16, {PROMPTS} prompts x {SAMPLES} x <= {RESPONSE_LENGTH} tokens, on {card}",
         "",
-        "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s |"
-        " update_actor s | gen tok/s | engine tok/s | vs standalone | peak GiB gen / old_lp / ref / update |",
+        "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s | update_actor s"
+        " | gen tok/s | engine tok/s | vs standalone (gen / engine) | peak GiB gen / old_lp / ref / update |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
@@ -78,8 +78,11 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
             continue
         bare = summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
-        standalone = bare.get("tokens_per_s")  # the bare engine of the same variant where one ran
-        ratio = f"{s['gen_tokens_per_s'] / standalone:.0%}" if standalone and s.get("gen_tokens_per_s") else "-"
+        standalone = bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))  # the same variant's where one ran
+        ratio = " / ".join(
+            f"{s[key] / standalone:.0%}" if standalone and s.get(key) else "-"
+            for key in ("gen_tokens_per_s", "engine_tokens_per_s")
+        )
         speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
         peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
         cells = [
@@ -102,9 +105,9 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
     for name, s in summaries.items():
         if name.startswith("standalone-"):
             lines.append(
-                f"- {name}: {_fmt(s.get('tokens_per_s'), 0)} tok/s ({_fmt(s.get('tokens'), 0)} tokens in "
-                f"{_fmt(s.get('seconds'))} s, median of repeats; engine start {_fmt(s.get('startup_s'), 1)} s)"
-                + (f" failed: {s['error']}" if "error" in s else "")
+                f"- {name}: {_fmt(s.get('mean_tokens_per_s'), 0)} tok/s over all repeats, median "
+                f"{_fmt(s.get('tokens_per_s'), 0)} ({_fmt(s.get('tokens'), 0)} tokens in {_fmt(s.get('seconds'))} s);"
+                f" engine start {_fmt(s.get('startup_s'), 1)} s" + (f" failed: {s['error']}" if "error" in s else "")
             )
     if "trl" in summaries:
         s = summaries["trl"]

@@ -1,0 +1,35 @@
+"""The GPU GRPO table's ratios: the loop's generation against its bare engine taken the same way (all tokens over all
+time), with and without the weight sync, from hand-made records."""
+
+from benchmarks.gpu import grpo_table
+
+
+def _step(step: int, gen: float, sync: float, release: float, mean_length: float) -> dict:
+    return {"step": step, "timing_s/step": gen + 1.0, "timing_s/gen": gen, "timing_s/update_weights": sync,
+            "timing_s/release_memory": release, "response_length/mean": mean_length}  # fmt: skip
+
+
+def test_loop_rates_are_over_steps_two_on_and_exclude_the_sync_for_the_engine_rate():
+    rows = grpo_table.PROMPTS * grpo_table.SAMPLES  # 256 sequences a step
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    summary = grpo_table.summarize_verl(records)
+    tokens = rows * 200 + rows * 100  # step 1 (compilation) is left out
+    assert summary["steps"] == 3
+    assert summary["gen_tokens_per_s"] == tokens / 3.0
+    assert abs(summary["engine_tokens_per_s"] - tokens / (0.9 + 1.7)) < 1e-9
+
+
+def test_table_compares_with_the_bare_engines_rate_over_all_repeats_and_its_own_variant():
+    loop = {"step_s": 2.0, "gen_tokens_per_s": 40_000.0, "engine_tokens_per_s": 45_000.0}
+    summaries = {
+        "sglang": loop,
+        "sglang@pin": dict(loop),
+        "standalone-sglang": {"tokens_per_s": 60_000.0, "mean_tokens_per_s": 50_000.0},
+        "standalone-sglang@pin": {"tokens_per_s": 60_000.0, "mean_tokens_per_s": 40_000.0},
+        "trl": {"mean_step_s": 10.0},
+    }
+    table = grpo_table.render_table(summaries, "test card")
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| sglang")}
+    assert "| 80% / 90% |" in rows["sglang"]  # 40k and 45k against 50k, not against the 60k median
+    assert "| 100% / 112% |" in rows["sglang@pin"]  # against the pinned bare engine
+    assert "5.00x" in rows["sglang"]
