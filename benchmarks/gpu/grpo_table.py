@@ -67,7 +67,8 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         f"GRPO GSM8K SmolLM2-135M bf16, {PROMPTS} prompts x {SAMPLES} x <= {RESPONSE_LENGTH} tokens, on {card}",
         "",
         "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s"
-        " | update_actor s | gen tok/s | engine tok/s | vs standalone (gen / engine) | peak GiB gen / old_lp / ref / update |",
+        " | update_actor s | gen tok/s | engine tok/s | vs standalone (gen / engine)"
+        " | peak GiB gen / old_lp / ref / update |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
