@@ -35,7 +35,8 @@ during the generation windows of steps 2+ is printed after the run). A run whose
 appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run>.<process>.<pid>.pyspy.txt``; ``python -m
 benchmarks.gpu.pyspy summarize FILE`` reads one. A run whose variant is named ``pin...`` (standalone runs too:
 ``standalone-sglang@pin``) gets a physical CPU core for its SGLang scheduler alone; ``pinonly...`` moves the scheduler
-there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`).
+there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`). A ``profile...`` run
+profiles its workers' training phases (:mod:`benchmarks.gpu.loop_profile`, into ``<run>.profile/``).
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -245,6 +246,9 @@ def run_verl(
         env["CUDA_VISIBLE_DEVICES"] = gpu
     if hasattr(args, "variants"):  # vlm_grpo's args have none
         env.update(variant_env(args, variant))
+    if variant is not None and variant.startswith("profile"):  # benchmarks.gpu.loop_profile inside the workers
+        env.update(VERL_WORKER_SETUP_HOOKS="benchmarks.gpu.loop_profile.install",
+                   VERL_LOOP_PROFILE_DIR=str(out / f"{name}.profile"))  # fmt: skip
     if (missing := missing_engine(engine, env)) is not None:
         return [{"run": name, "error": missing}]
     env.update(VERL_CACHE_DIR=args.cache_dir, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
@@ -514,9 +518,9 @@ def main(argv: list[str] | None = None) -> int:
             thread.join()
     summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
-        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl")
+        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl", "*.profile/*")
         for log in sorted({path for pattern in patterns for path in out.glob(pattern)}):
-            archive.add(log, arcname=log.name)
+            archive.add(log, arcname=str(log.relative_to(out)))
             log.unlink()
     table = render_table(summaries, _card())
     (out / "table.md").write_text(table)

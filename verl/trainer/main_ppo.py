@@ -108,14 +108,16 @@ def prepare_config(config, schema: type | None = None):
 
 def _ray_init_kwargs(config) -> dict[str, Any]:
     """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers of every resource pool and the
-    driver task; every process seeded from ``trainer.seed`` (``verl.trainer.ppo.seeding``)."""
+    driver task; every process seeded from ``trainer.seed`` and running ``$VERL_WORKER_SETUP_HOOKS``
+    (``verl.trainer.ppo.worker_setup``)."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
         from verl.trainer.ppo.placement import resource_pool_spec
 
         workers = sum(sum(nodes) for nodes in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
-    from verl.trainer.ppo.seeding import SEED_ENV, SETUP_HOOK
+    from verl.trainer.ppo.seeding import SEED_ENV
+    from verl.trainer.ppo.worker_setup import HOOKS_ENV, SETUP_HOOK
 
     env_vars = {
         SEED_ENV: str(int(config.trainer.seed)),
@@ -131,6 +133,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
         LAUNCH_ARGV_ENV,
         "WANDB_MODE",
         "HF_HOME",
+        HOOKS_ENV,
     ):
         if key in os.environ:
             env_vars[key] = os.environ[key]

@@ -1,9 +1,10 @@
 """Seeding every process of a run from ``trainer.seed``, so two runs with the same seed draw the same numbers.
 
 Ray starts its worker processes with a random torch seed. ``main_ppo`` passes ``trainer.seed`` to every process
-of the job in ``$VERL_SEED`` and registers :func:`seed_worker_process` as Ray's ``worker_process_setup_hook``,
-which seeds Python, numpy and torch before any model is built (a critic's fresh value head, sampling in the HF
-rollout). Rank ``r`` of a worker group uses ``seed + r`` so data-parallel ranks do not sample identically.
+of the job in ``$VERL_SEED``; Ray's ``worker_process_setup_hook``
+(:func:`verl.trainer.ppo.worker_setup.setup_worker_process`) calls :func:`seed_worker_process`, which seeds Python,
+numpy and torch before any model is built (a critic's fresh value head, sampling in the HF rollout). Rank ``r`` of a
+worker group uses ``seed + r`` so data-parallel ranks do not sample identically.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import os
 import random
 
 SEED_ENV = "VERL_SEED"
-SETUP_HOOK = "verl.trainer.ppo.seeding.seed_worker_process"
 
 
 def seed_everything(seed: int) -> None:
