@@ -103,6 +103,8 @@ VARIANTS = {
     "varlen+logits+compile+fa2tail": dict(compile=True, kernel="varlen_tail"),
     # the padded kernel with torch's jagged <-> padded copy kernels instead of index_put / gather
     "varlen+logits+compile+jagged": dict(compile=True, kernel="padded_jagged"),
+    # the padded kernel kept off cuDNN's sdpa backend (about 1 ms of host time a call, session 13)
+    "varlen+logits+compile+flash": dict(compile=True, kernel="padded_flash"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""

@@ -145,7 +145,7 @@ def test_packed_causal_attention_matches_plain_attention_per_sequence():
     torch.testing.assert_close(out, _per_sequence_attention(q, k, v, lens, 0.3), rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("kernel", ["padded", "padded_jagged"])
+@pytest.mark.parametrize("kernel", ["padded", "padded_jagged", "padded_flash"])
 @pytest.mark.parametrize("lens, heads", [([5, 1, 9], (4, 2)), ([1], (3, 3)), ([7, 7, 2, 12], (6, 2))])
 def test_padded_kernel_output_and_gradients_match_plain_attention_per_sequence(lens, heads, kernel):
     """The ``padded`` CUDA kernel's arithmetic (and ``padded_jagged``'s: the same batch built by torch's jagged <->
@@ -165,6 +165,20 @@ def test_padded_kernel_output_and_gradients_match_plain_attention_per_sequence(l
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     for name, got, want in zip("qkv", grads, ref_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=f"d{name}")
+
+
+def test_padded_flash_kernel_traces_whole_under_torch_compile():
+    """The backend restriction of ``padded_flash`` is a context manager inside the compiled decoder layers: dynamo
+    traces it without a graph break (``fullgraph``), and the result is the eager one."""
+    from verl.workers.engine.fsdp.attention import CUDA_KERNELS
+
+    lens = [5, 1, 9]
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(sum(lens), h, 8, generator=gen) for h in (4, 2, 2))
+    cu_seqlens = torch.tensor([0, 5, 6, 15], dtype=torch.int32)
+    kernel = CUDA_KERNELS["padded_flash"]
+    compiled = torch.compile(kernel, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(q, k, v, cu_seqlens, 9, 0.3), kernel(q, k, v, cu_seqlens, 9, 0.3))
 
 
 def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(monkeypatch):
@@ -199,7 +213,7 @@ def test_packed_causal_attention_is_one_kernel_call_on_cuda():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("kernel", ["varlen", "padded", "padded_jagged"])
+@pytest.mark.parametrize("kernel", ["varlen", "padded", "padded_jagged", "padded_flash"])
 @pytest.mark.parametrize("heads", [(6, 2), (12, 4), (14, 2)])
 @pytest.mark.parametrize("lens", [[9, 4, 1], [11, 2], [300, 7, 512, 1, 90]])
 def test_cuda_packed_kernels_gradients_match_float32_per_sequence(kernel, heads, lens):

@@ -18,6 +18,8 @@ No ``(T, T)`` mask is built. Kernels:
     its own tensors; and a dummy sequence at the end of each pack left the step's gradients bit-identical. The cause
     is not found; see ``benchmarks/results/gpu_session11_2026-11-27.md``.
   - ``padded_jagged``: ``padded`` with torch's jagged <-> padded copy kernels instead of index tensors.
+  - ``padded_flash``: ``padded`` kept off cuDNN's sdpa backend (about 1 ms of host time per call on an H100 with
+    torch 2.11), for small models whose training phases are bound by the host.
   - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
   the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
@@ -106,6 +108,18 @@ def _padded_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) ->
     return out.transpose(1, 2)[seq, pos]
 
 
+def _padded_flash_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
+    """:func:`_padded_sdpa` kept off cuDNN's attention backend, which torch 2.11 picks for these inputs on an H100.
+    cuDNN's kernels are the fastest on the device, but each call costs about 1 ms of host time (0.9-1.0 ms forward
+    and backward, against 0.15 ms of kernel forward, in session 13's profile of the GRPO loop's SmolLM2 update): a
+    small model's phases are then bound by the host. Flash, else memory-efficient, else math (CPU) attention."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    with sdpa_kernel(backends):
+        return _padded_sdpa(query, key, value, cu_seqlens, max_len, scaling)
+
+
 class _ToPadded(torch.autograd.Function):
     """``(T, F)`` packed rows -> ``(N, max_len, F)`` right-padded with zeros, one kernel each way
     (``aten._jagged_to_padded_dense_forward`` and its inverse, which have no autograd formula of their own)."""
@@ -172,6 +186,7 @@ CUDA_KERNELS = {
     "varlen": _cuda_varlen,
     "padded": _padded_sdpa,
     "padded_jagged": _padded_jagged_sdpa,
+    "padded_flash": _padded_flash_sdpa,
     "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
 }
 """Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
