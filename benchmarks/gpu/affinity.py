@@ -11,6 +11,9 @@ A run of a ``pin*`` variant tests that (``pinonly*``: the scheduler alone is mov
 physical core (the last one: all its hyperthread siblings), the run's process tree starts on every other vCPU
 (``preexec``), and a :class:`Pinner` moves every thread of each ``sglang::scheduler`` process that appears in the
 tree onto the reserved core's first vCPU. Nothing else of the run can then share that core.
+
+Session 13 (``benchmarks/results/gpu_session13_2026-11-27.md``): the H100 host's VM has one thread per core, and
+pinning changed nothing beyond the run-to-run spread, which the bare engine shows as much as the loop.
 """
 
 from __future__ import annotations
