@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_gpu_grpo import _run_command
+from benchmarks.gpu.grpo_table import _fmt
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL_CONFIG = REPO / "examples" / "agent_loop" / "config" / "tool_config" / "gsm8k_tool_config.yaml"
@@ -176,7 +177,7 @@ def run_trainer(args, mode: str, env: dict, timeout: float) -> dict:
     records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     steps = [step_row(r, rows) for r in records]
     for row in steps:
-        print(f"[{mode}] " + " ".join(f"{k}={_fmt(v)}" for k, v in row.items()), flush=True)
+        print(f"[{mode}] " + " ".join(f"{k}={_fmt(v, 3)}" for k, v in row.items()), flush=True)
     summary: dict = {"run": mode, "rc": rc, "wall_s": wall, "steps": len(steps)}
     steady = steps[1:] or steps
     if steady:
@@ -213,14 +214,6 @@ def run_bench_async_rollout(args, env: dict, timeout: float) -> dict:
     if rc != 0:
         summary["error"] = f"exit status {rc}; see bench_async_rollout.log"
     return summary
-
-
-def _fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
 
 
 def render(summaries: dict[str, dict], args) -> str:
