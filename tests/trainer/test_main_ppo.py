@@ -1,5 +1,6 @@
 """End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO (vLLM rollout) and 2-step PPO with a
-critic (HF rollout) on a tiny model, and a bad config that fails in seconds without starting Ray."""
+critic on its own resource pool (HF rollout) on a tiny model, and a bad config that fails in seconds without
+starting Ray."""
 
 from __future__ import annotations
 
@@ -105,15 +106,21 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_with_critic_two_steps_hf_rollout(tmp_path):
+def test_ppo_with_critic_on_its_own_pool_two_steps_hf_rollout(tmp_path):
+    """PPO with a critic, split placement: the critic on a resource pool of its own (one run for both: the
+    colocated critic runs end to end in the resume and interrupt tests)."""
     overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.actor.skip_old_log_prob_on_policy=False",  # keeps the separate pass covered
+        "trainer.placement.pools={critic_pool:[1]}",
+        "trainer.placement.roles={critic:critic_pool}",
     ]
     proc, records = run_main_ppo(overrides, tmp_path)
     assert proc.returncode == 0, describe(proc)
     _check_training_records(records, COMMON_KEYS | CRITIC_KEYS | OLD_LOG_PROB_KEYS)
+    # two resource pools of one process each
+    assert "WorkerDict_actor_rollout" in proc.stdout + proc.stderr and "WorkerDict_critic" in proc.stdout + proc.stderr
 
 
 def test_bad_config_exits_nonzero_without_starting_ray(tmp_path):

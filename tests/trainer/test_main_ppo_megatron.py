@@ -1,8 +1,7 @@
 """End to end through ``python -m verl.trainer.main_ppo --config-name ppo_megatron_trainer`` on 2 CPU workers:
-2 PPO steps with the actor, the reference (KL loss) and a GAE critic on the Megatron engine at TP=2, the HF
-rollout taking the gathered weights; 2 GRPO steps with a reward model on the Megatron engine (TP=2, in the actor's
-processes, its own tokenizer and chat template) added to the rule reward; and a Megatron layout that does not fit
-the model fails before Ray starts."""
+2 PPO steps with the actor, the reference (KL loss), a GAE critic and a reward model (in the actor's processes, its
+own tokenizer and chat template, added to the rule reward) on the Megatron engine at TP=2, the HF rollout taking
+the gathered weights; and a Megatron layout that does not fit the model fails before Ray starts."""
 
 from __future__ import annotations
 
@@ -38,29 +37,14 @@ def _tp2_overrides(tmp_path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_ppo_with_critic_and_kl_on_megatron_tp2(tmp_path):
+def test_ppo_with_critic_kl_and_reward_model_on_megatron_tp2(tmp_path):
+    """One run for the actor, the reference (KL loss), the critic and the reward model on the Megatron engine."""
+    rm_path = save_sequence_classifier(tmp_path / "rm", tokenizer_variant=True)  # re-rendered with its own template
     overrides = _tp2_overrides(tmp_path) + [
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.actor.use_kl_loss=True",
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
-    ]
-    proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
-    assert proc.returncode == 0, describe(proc)
-    assert [r["step"] for r in records] == [0, 1, 2]
-    for record in records[1:]:
-        missing = sorted((COMMON_KEYS | CRITIC_KEYS | {"actor/kl_loss", "timing_s/ref"}) - record["data"].keys())
-        assert not missing, f"step {record['step']} lacks {missing}"
-        assert_finite(record)
-        assert record["data"]["actor/grad_norm"] > 0 and record["data"]["critic/grad_norm"] > 0
-
-
-def test_grpo_with_megatron_reward_model_tp2(tmp_path):
-    rm_path = save_sequence_classifier(tmp_path / "rm", tokenizer_variant=True)  # re-rendered with its own template
-    overrides = _tp2_overrides(tmp_path) + [
-        "algorithm.adv_estimator=grpo",
-        "trainer.val_before_train=False",
-        "trainer.test_freq=-1",
         "reward_model.enable=True",
         f"reward_model.model.path={rm_path}",
         "reward_model.micro_batch_size_per_gpu=4",
@@ -68,10 +52,13 @@ def test_grpo_with_megatron_reward_model_tp2(tmp_path):
     ]
     proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
     assert proc.returncode == 0, describe(proc)
-    assert [r["step"] for r in records] == [1, 2]
-    for record in records:
+    assert [r["step"] for r in records] == [0, 1, 2]
+    for record in records[1:]:
         data = record["data"]
+        missing = sorted((COMMON_KEYS | CRITIC_KEYS | {"actor/kl_loss", "timing_s/ref"}) - data.keys())
+        assert not missing, f"step {record['step']} lacks {missing}"
         assert_finite(record)
+        assert data["actor/grad_norm"] > 0 and data["critic/grad_norm"] > 0
         assert data["reward/model/min"] < data["reward/model/max"]  # the reward model tells responses apart
         assert data["reward/model/truncated"] == 0
         expected = data["reward/rule/mean"] + 0.5 * data["reward/model/mean"]
