@@ -68,6 +68,7 @@ from benchmarks.gpu.grpo_table import (  # noqa: F401 - the constants and _fmt a
     split_run,
     summarize_verl,
 )
+from benchmarks.gpu.leftovers import gpu_memory_used_mib, kill_tree, sweep
 from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES are also read from here
     PHASES,
     MemorySampler,
@@ -82,17 +83,19 @@ ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf
 FAST_TRAINING = (
     "actor_rollout_ref.model.use_remove_padding=True",
     "actor_rollout_ref.actor.use_dynamic_bsz=True",
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=131072",
     "actor_rollout_ref.actor.use_torch_compile=True",
     "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
-    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=131072",
     "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
-    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=65536",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=131072",
     "actor_rollout_ref.ref.use_torch_compile=True",
 )
 """``--training fast`` (the default): verl's own keys for packed sequences (varlen attention), micro-batches by a
-64k-token budget, and compiled decoder layers and log-prob math, for the actor and the reference. ``plain`` leaves
-them at their defaults (padded micro-batches of 16/32 sequences, eager)."""
+128k-token budget (the step's ~85k tokens in one micro-batch: on one H100 in session 14, with the ``padded_flash``
+kernel, the reference pass took 0.20 s and the update 0.59 s against 0.40 and 1.02 s with two micro-batches of at
+most 64k and the cuDNN kernel), and compiled decoder layers and log-prob math, for the actor and the reference.
+``plain`` leaves them at their defaults (padded micro-batches of 16/32 sequences, eager)."""
 
 
 ENV_PREFIX = "env:"
@@ -286,7 +289,14 @@ def run_verl(
     monitors = _start_gpu_monitors(out, name, device) if getattr(args, "gpu_monitor", False) else []  # not vlm_grpo's
     try:
         rc = _run_command(
-            name, command, env, out / f"{name}.log", args.timeout, on_start=attach, preexec=pin and pin.preexec
+            name,
+            command,
+            env,
+            out / f"{name}.log",
+            args.timeout,
+            on_start=attach,
+            preexec=pin and pin.preexec,
+            kill=kill_tree,
         )
     finally:
         pinned = pin.stop() if pin is not None else {}
@@ -347,7 +357,7 @@ def run_json_lines(
     try:
         rc = _run_command(
             name, command + extra, env, out / f"{name}.log", args.timeout, on_line=collect,
-            on_start=pin and pin.attach, preexec=pin and pin.preexec,
+            on_start=pin and pin.attach, preexec=pin and pin.preexec, kill=kill_tree,
         )  # fmt: skip
     finally:
         pinned = pin.stop() if pin is not None else {}
@@ -379,7 +389,9 @@ def parse_lanes(spec: str) -> dict[str, list[str]]:
 def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str | None) -> tuple[list[dict], dict]:
     """One run of the table (a verl engine, a standalone engine or TRL) on ``gpu``: its records and summary."""
     begin = time.perf_counter()
-    print(f"[bench] {name}: start" + (f" on GPU {gpu}" if gpu is not None else ""), flush=True)
+    # one lane (gpu None): nothing else of this call should be on the card now; say what is (sessions 13-14)
+    held = "" if gpu is not None else f", GPU memory in use {gpu_memory_used_mib()} MiB"
+    print(f"[bench] {name}: start" + (f" on GPU {gpu}" if gpu is not None else "") + held, flush=True)
     if split_run(name)[0] in VERL_ENGINES:
         records = run_verl(args, name, out, sampler, gpu=gpu)
         summary = summarize_verl(records)
@@ -398,6 +410,11 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     summary.update(run=name, wall_s=time.perf_counter() - begin)
     if gpu is not None:
         summary["gpu"] = gpu
+    else:  # one lane: what this run left behind would crowd the next one
+        leftovers = sweep()
+        if leftovers:
+            print(f"[bench] {name}: killed {len(leftovers)} leftover processes: {leftovers}", flush=True)
+        summary["leftovers_killed"] = len(leftovers)
     return records, summary
 
 

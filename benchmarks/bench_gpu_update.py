@@ -78,7 +78,7 @@ BASE = dict(
     act_offload=False,
     tokens=32768,
     reshard=True,
-    kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the default, ``padded``)
+    kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the default, ``padded_flash``)
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -105,6 +105,8 @@ VARIANTS = {
     "varlen+logits+compile+jagged": dict(compile=True, kernel="padded_jagged"),
     # the padded kernel kept off cuDNN's sdpa backend (about 1 ms of host time a call, session 13)
     "varlen+logits+compile+flash": dict(compile=True, kernel="padded_flash"),
+    # the padded kernel on the backend sdpa picks (cuDNN on an H100; the default until session 14)
+    "varlen+logits+compile+cudnn": dict(compile=True, kernel="padded"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""

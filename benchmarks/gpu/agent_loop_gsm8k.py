@@ -36,6 +36,7 @@ from pathlib import Path
 
 from benchmarks.bench_gpu_grpo import _run_command
 from benchmarks.gpu.grpo_table import _fmt
+from benchmarks.gpu.leftovers import kill_tree
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL_CONFIG = REPO / "examples" / "agent_loop" / "config" / "tool_config" / "gsm8k_tool_config.yaml"
@@ -49,23 +50,6 @@ AGENT_KEYS = (
 """Agent-loop metrics printed per step (``verl.experimental.agent_loop.manager.loop_metrics``)."""
 RESERVE_S = {"sync": 75.0}
 """Seconds of the wall budget an earlier run leaves for a later one (the sync trainer run: ~40 s start, 6 steps)."""
-
-
-def _kill_tree(process: subprocess.Popen) -> None:
-    """SIGKILL ``process`` and every process under it: Ray's head and workers run in sessions of their own and would
-    otherwise keep the GPU memory the next run needs."""
-    try:
-        import psutil
-
-        children = psutil.Process(process.pid).children(recursive=True)
-    except Exception:  # noqa: BLE001 - psutil missing or the process already gone: kill what we can
-        children = []
-    for proc in [*children]:
-        try:
-            proc.kill()
-        except Exception:  # noqa: BLE001 - gone already
-            pass
-    process.kill()
 
 
 def sizes(args) -> dict:
@@ -171,7 +155,7 @@ def run_trainer(args, mode: str, env: dict, timeout: float) -> dict:
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(args, mode)]
     start = time.perf_counter()
     rc = _run_command(
-        mode, command, dict(env, VERL_FILE_LOGGER_PATH=str(metrics)), out / f"{mode}.log", timeout, kill=_kill_tree
+        mode, command, dict(env, VERL_FILE_LOGGER_PATH=str(metrics)), out / f"{mode}.log", timeout, kill=kill_tree
     )
     wall = time.perf_counter() - start
     records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
@@ -208,7 +192,7 @@ def run_bench_async_rollout(args, env: dict, timeout: float) -> dict:
             found.update(json.loads(line[len("RESULT ") :]))
 
     rc = _run_command(
-        "bench-async-rollout", command, env, Path(args.out) / "bench_async_rollout.log", timeout, collect, _kill_tree
+        "bench-async-rollout", command, env, Path(args.out) / "bench_async_rollout.log", timeout, collect, kill_tree
     )
     summary = {"run": "bench-async-rollout", "rc": rc, **found}
     if rc != 0:

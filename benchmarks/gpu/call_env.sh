@@ -5,6 +5,10 @@
 #
 #   source benchmarks/gpu/call_env.sh
 #   item gap 300 env PYTHONPATH=$SG python3 -m benchmarks.gpu.sglang_gap --data DATA/train.parquet --out $OUT/gap
+#
+# `keep DIR NAME` packs DIR (a benchmark's --out: its logs, metrics, results) into $OUT/NAME.tgz, whether or not the
+# job finished. A call brings back no file whose name has an '@' (`sglang@flashmb.log`), and a job cut by its limit
+# never writes its own archive (session 14 lost the cut vLLM engine's log that way).
 export VERL_CACHE_DIR=/tmp/verl_cache PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false VLLM_USE_V2_MODEL_RUNNER=0
 SG=/tmp/site-sglang:/tmp/site-common:/tmp/site-model:$PWD
 VL=/tmp/site-vllm:/tmp/site-common:/tmp/site-model:$PWD
@@ -31,4 +35,8 @@ item() {
   pkill -9 -f "sglang::|ray::|raylet|gcs_server|vllm|main_ppo" 2>/dev/null
   sleep 2
   tail -n "${TAIL:-25}" "$OUT/$name.log"
+}
+
+keep() {
+  [ -d "$1" ] && tar -czf "$OUT/$2.tgz" -C "$1" . && echo "== kept $1 as $OUT/$2.tgz"
 }

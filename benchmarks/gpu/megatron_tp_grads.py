@@ -28,7 +28,7 @@ layout matches float32 to 1e-5. So this runs the test's three steps (WARMUP sche
   kernel and the engine put on an all-zero head (exactly 0 in exact arithmetic: training must keep the padding
   zero, and Adam turns any nonzero gradient, however small, into a step of about the learning rate).
 - ``padded``: bf16 with ``VERL_PACKED_ATTENTION=padded`` (causal sdpa over the pack right-padded to a batch; the
-  default since session 10). Every other variant runs ``VERL_PACKED_ATTENTION=varlen``.
+  default from session 10 to 13; ``padded_flash`` since). Every other variant runs ``VERL_PACKED_ATTENTION=varlen``.
 - ``varlen_tail``: ``bf16`` with each pack extended by a dummy sequence to a multiple of 128 tokens before the
   varlen kernel (``benchmarks.gpu.packed_attention.tail_padded``): right here if the kernel's last block writes
   past the pack's end.

@@ -184,6 +184,8 @@ def test_padded_flash_kernel_traces_whole_under_torch_compile():
 def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(monkeypatch):
     from verl.workers.engine.fsdp import attention
 
+    monkeypatch.delenv("VERL_PACKED_ATTENTION", raising=False)
+    assert attention.cuda_kernel() is attention._padded_flash_sdpa
     monkeypatch.setenv("VERL_PACKED_ATTENTION", "padded")
     assert attention.cuda_kernel() is attention._padded_sdpa
     monkeypatch.setenv("VERL_PACKED_ATTENTION", "flash3")
@@ -194,8 +196,8 @@ def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(mo
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_packed_causal_attention_is_one_kernel_call_on_cuda():
-    """bf16 on the GPU (the Megatron engine's attention, default ``padded`` kernel): the whole pack of 100 sequences
-    in one sdpa call, not one per sequence."""
+    """bf16 on the GPU (the Megatron engine's attention, default ``padded_flash`` kernel): the whole pack of 100
+    sequences in one sdpa call, not one per sequence."""
     from torch.profiler import ProfilerActivity, profile
 
     from verl.workers.engine.fsdp.attention import packed_causal_attention

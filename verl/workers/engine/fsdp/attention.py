@@ -7,9 +7,13 @@ No ``(T, T)`` mask is built. Kernels:
 
 * CUDA (``VERL_PACKED_ATTENTION``, :data:`CUDA_KERNELS`):
 
-  - ``padded`` (default): the pack's sequences right-padded into one ``(N, H, max_len, D)`` batch and causal sdpa
-    (its flash backend) over it; exact, since under a causal mask a sequence's trailing padding is attended by
-    nothing but itself.
+  - ``padded_flash`` (default): the pack's sequences right-padded into one ``(N, H, max_len, D)`` batch and causal
+    sdpa over it on the flash (else memory-efficient) backend; exact, since under a causal mask a sequence's trailing
+    padding is attended by nothing but itself. Kept off cuDNN's sdpa backend, which torch 2.11 picks for this batch
+    on an H100: its kernels are faster, but each call costs about 1 ms of host time, and a small model's training
+    phases are bound by the host. In the GRPO loop on one H100 (SmolLM2-135M, session 14, with one micro-batch
+    instead of two) the reference pass went from 0.40 to 0.20 s and the update from 1.02 to 0.59 s.
+  - ``padded``: the same batch on whichever backend sdpa picks (cuDNN on an H100 with torch 2.11).
   - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels inside torch, no padding,
     about 1.6x faster for attention alone). Not the default: with torch 2.11 (H200) a Megatron TP=2 step whose
     packs hold a few 2-11-token sequences got weight gradients far from float32's (grad norm 4.44 against 6.68,
@@ -18,8 +22,6 @@ No ``(T, T)`` mask is built. Kernels:
     its own tensors; and a dummy sequence at the end of each pack left the step's gradients bit-identical. The cause
     is not found; see ``benchmarks/results/gpu_session11_2026-11-27.md``.
   - ``padded_jagged``: ``padded`` with torch's jagged <-> padded copy kernels instead of index tensors.
-  - ``padded_flash``: ``padded`` kept off cuDNN's sdpa backend (about 1 ms of host time per call on an H100 with
-    torch 2.11), for small models whose training phases are bound by the host.
   - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
   the kernel compute every cross-sequence block and then mask it; this computes only the diagonal blocks.
@@ -88,7 +90,7 @@ def _cuda_varlen(query, key, value, cu_seqlens, max_len: int, scaling: float) ->
 
 def _padded_sdpa(query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
     """``(T, Hq, D)`` from ``query (T, Hq, D)``, ``key/value (T, Hkv, D)``: the N packed sequences scattered into a
-    right-padded ``(N, H, max_len, D)`` batch, causal sdpa (the flash backend for bf16 CUDA tensors), and each
+    right-padded ``(N, H, max_len, D)`` batch, causal sdpa (on the backend sdpa picks), and each
     sequence's rows gathered back. Padding rows follow their sequence's last token, so the causal mask keeps them out
     of every real row's output, and they receive a zero output gradient, so none reaches q, k or v. No host sync."""
     tokens, groups = query.shape[0], query.shape[1] // key.shape[1]  # out: (N, Hq, max_len, D) below
@@ -190,15 +192,18 @@ CUDA_KERNELS = {
     "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
 }
 """Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
+DEFAULT_CUDA_KERNEL = "padded_flash"
 
 
 def cuda_kernel():
-    """The CUDA kernel ``VERL_PACKED_ATTENTION`` names (default ``padded``)."""
-    name = os.environ.get("VERL_PACKED_ATTENTION", "padded")
+    """The CUDA kernel ``VERL_PACKED_ATTENTION`` names (default ``padded_flash``)."""
+    name = os.environ.get("VERL_PACKED_ATTENTION", DEFAULT_CUDA_KERNEL)
     if name not in CUDA_KERNELS:
         raise ValueError(f"VERL_PACKED_ATTENTION={name!r}: choose one of {sorted(CUDA_KERNELS)}")
     if name == "varlen" and _cuda_varlen_kernel() is None:
-        raise ValueError("VERL_PACKED_ATTENTION=varlen needs torch.nn.attention.varlen (torch >= 2.10); use padded")
+        raise ValueError(
+            "VERL_PACKED_ATTENTION=varlen needs torch.nn.attention.varlen (torch >= 2.10); use padded_flash (default)"
+        )
     return CUDA_KERNELS[name]
 
 
