@@ -3,8 +3,9 @@
 A ``main_ppo`` run starts Ray (its head and workers run in sessions of their own) and the engines its workers spawn
 (SGLang's scheduler and detokenizer, vLLM's engine core). When the run is killed at its timeout, or its workers die
 without reaping their children, those processes outlive it. They keep GPU memory and, SGLang's scheduler, a busy CPU
-core. The next run of the same call then starts on a crowded card: in sessions 13 and 14 the bare vLLM engine, run
-after SGLang's runs on one H100, did not start in 300 s, against 129 s on an H200 whose GPU held nothing else.
+core, so the next run of the same call starts on a crowded card. (Suspected, not shown: in sessions 13 and 14 the bare
+vLLM engine, run after SGLang's runs on one H100, did not start in 300 s, against 129 s on an H200 whose GPU held
+nothing else.)
 
 Linux only: reads ``/proc``, so it needs nothing beyond the standard library on the device image.
 """
