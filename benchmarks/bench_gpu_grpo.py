@@ -28,6 +28,10 @@ runs one after the other on its GPU alone (``CUDA_VISIBLE_DEVICES``), so that a 
 device call sequentially still comes out of one call and one command. Put an engine's loop run and its standalone
 run in the same lane: that ratio is then measured on one card.
 
+A run cut at ``--timeout`` is killed with its whole process tree. Without ``--lanes``, each run's start line prints
+the GPU memory already in use, and after each run every engine process left on the machine (Ray, SGLang, vLLM,
+``main_ppo``) is killed (:mod:`benchmarks.gpu.leftovers`): run it on a machine of its own.
+
 Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run,
 and every thread's CPU time with the VM's steal every 0.25 s (:mod:`benchmarks.gpu.cpu_monitor`; who used the CPUs
 during the generation windows of steps 2+ is printed after the run). A run whose variant is named ``pyspy...`` gets
