@@ -263,3 +263,21 @@ def test_prepare_config_rejects_a_logger_without_its_package():
 
     with pytest.raises(ConfigError, match=r"pip install 'verl\[logging\]'"):
         prepare_config(compose_config(["trainer.logger=[console,wandb]"]))
+
+
+def test_ray_starts_without_idle_workers_and_a_joined_cluster_keeps_its_settings(monkeypatch):
+    """A cluster ``main_ppo`` starts gets ``num_cpus`` and no pre-started idle workers; joining one (``ray start``
+    first) passes neither: Ray refuses both from a joining driver."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.main_ppo import NO_IDLE_WORKERS, _ray_init_kwargs
+
+    config = OmegaConf.create({"ray_kwargs": {"ray_init": {"num_cpus": 3}}, "trainer": {"seed": 1}})
+    monkeypatch.setenv("RAY_TMPDIR", short_ray_tmpdir())  # no cluster recorded there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    started = _ray_init_kwargs(config)
+    assert started["num_cpus"] == 3 and started["_system_config"] == NO_IDLE_WORKERS
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    joined = _ray_init_kwargs(config)
+    assert not {"num_cpus", "_system_config"} & joined.keys()
+    assert joined["runtime_env"] == started["runtime_env"]
