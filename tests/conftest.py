@@ -1,4 +1,5 @@
-"""Suite-wide pytest setup: the ``gpu`` marker skips cleanly without CUDA."""
+"""Suite-wide pytest setup: the ``gpu`` marker skips cleanly without CUDA; one Ray cluster that end-to-end runs
+join (:func:`shared_ray`)."""
 
 import os
 
@@ -36,3 +37,18 @@ def _restore_world_env():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def shared_ray(tmp_path_factory):
+    """A Ray cluster (``ray start --head``) that end-to-end runs join through ``$RAY_ADDRESS`` instead of starting
+    their own (``tests/support/ray_cluster.py``); started at its first use, stopped when the session ends."""
+    from tests.support.ray_cluster import RayCluster
+    from tests.trainer.main_ppo_runner import main_ppo_env
+
+    cwd = tmp_path_factory.mktemp("shared_ray")
+    env = main_ppo_env(cwd / "metrics.jsonl", "")
+    del env["VERL_FILE_LOGGER_PATH"]  # each run's own reaches its workers through its job's runtime env
+    cluster = RayCluster(env, cwd)
+    yield cluster
+    cluster.stop()

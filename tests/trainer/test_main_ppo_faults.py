@@ -60,7 +60,7 @@ def reward_file(tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_saved(tmp_path, reward_file):
+def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_saved(tmp_path, reward_file, shared_ray):
     checkpoints = tmp_path / "checkpoints"
     runs = [tmp_path / name for name in ("train", "nan", "fallback")]
     for folder in runs:
@@ -68,7 +68,9 @@ def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_s
 
     mirror = tmp_path / "mirror"  # verl's trainer.default_hdfs_dir, here a local folder
     proc, records = run_main_ppo(
-        _overrides(runs[0], reward_file, 2, "ok", f"trainer.default_hdfs_dir={mirror}"), runs[0]
+        _overrides(runs[0], reward_file, 2, "ok", f"trainer.default_hdfs_dir={mirror}"),
+        runs[0],
+        extra_env=shared_ray.env(),
     )
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [1, 2]
@@ -77,7 +79,7 @@ def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_s
     assert _snapshot(mirror) == saved and "global_step_2/data.pt" in saved
 
     # NaN reward: stopped at step 3's scoring, before any update, naming function, data source and value
-    proc, records = run_main_ppo(_overrides(runs[1], reward_file, 3, "give_nan"), runs[1])
+    proc, records = run_main_ppo(_overrides(runs[1], reward_file, 3, "give_nan"), runs[1], extra_env=shared_ray.env())
     assert proc.returncode != 0 and records == []
     output = proc.stdout + proc.stderr
     assert f"RewardFunctionError: the reward function compute_score ({reward_file}:4) failed on sample 0 of 8" in output
@@ -98,6 +100,7 @@ def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_s
             "reward_model.scoring.fallback_score=0.25",
         ),
         runs[2],
+        extra_env=shared_ray.env(),
     )
     assert proc.returncode == 0, describe(proc)
     assert "CHECKPOINT DAMAGED" in proc.stdout

@@ -37,7 +37,7 @@ def _tp2_overrides(tmp_path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_ppo_with_critic_kl_and_reward_model_on_megatron_tp2(tmp_path):
+def test_ppo_with_critic_kl_and_reward_model_on_megatron_tp2(tmp_path, shared_ray):
     """One run for the actor, the reference (KL loss), the critic and the reward model on the Megatron engine."""
     rm_path = save_sequence_classifier(tmp_path / "rm", tokenizer_variant=True)  # re-rendered with its own template
     overrides = _tp2_overrides(tmp_path) + [
@@ -50,7 +50,7 @@ def test_ppo_with_critic_kl_and_reward_model_on_megatron_tp2(tmp_path):
         "reward_model.micro_batch_size_per_gpu=4",
         "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
+    proc, records = run_main_ppo(overrides, tmp_path, timeout=900, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [0, 1, 2]
     for record in records[1:]:

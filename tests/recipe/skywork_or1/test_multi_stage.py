@@ -47,7 +47,7 @@ STAGE_KEYS = ("data.max_response_length", "trainer.total_training_steps", "train
 
 
 @pytest.mark.slow
-def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
+def test_two_stages_resume_and_grow_the_response_budget(tmp_path, shared_ray):
     """The recipe's script with a 2-stage file of 1 step each (a later ``--stages`` replaces the script's own)."""
     stages = tmp_path / "stages.yaml"
     stages.write_text(
@@ -73,7 +73,7 @@ def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
         "--stages",
         str(stages),
     ]
-    proc, records = run_script(SCRIPT, overrides, tmp_path)
+    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2]
@@ -89,6 +89,6 @@ def test_two_stages_resume_and_grow_the_response_budget(tmp_path):
         "global_step_2",
     ]
     # the same command again: both stages are done, nothing starts
-    again, _ = run_script(SCRIPT, overrides, tmp_path)
+    again, _ = run_script(SCRIPT, overrides, tmp_path, extra_env=shared_ray.env())
     assert again.returncode == 0, describe(again)
     assert again.stdout.count("already done") == 2

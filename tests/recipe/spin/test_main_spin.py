@@ -16,14 +16,14 @@ SCRIPT = RECIPES / "spin" / "run_spin_smollm2_arithmetic.sh"
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
-def test_spin_two_steps(tmp_path):
+def test_spin_two_steps(tmp_path, shared_ray):
     overrides = CI_OVERRIDES + [
         f"actor_rollout_ref.model.path={tiny_model_path('llama', hidden_size=128)}",
         "actor_rollout_ref.actor.optim.lr=1e-3",
         "algorithm.dpo_beta=0.5",
         "trainer.ref_update_freq=2",
     ]
-    proc, records = run_script(SCRIPT, overrides, tmp_path)
+    proc, records = run_script(SCRIPT, overrides, tmp_path, extra_env=shared_ray.env())
     assert proc.returncode == 0, describe(proc)
     steps = training_records(records)
     assert [r["step"] for r in steps] == [1, 2]
