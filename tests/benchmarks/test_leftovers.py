@@ -10,6 +10,8 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
+
 from benchmarks.bench_gpu_grpo import _run_command
 from benchmarks.gpu import leftovers
 
@@ -60,7 +62,7 @@ def test_descendants_lists_children_and_grandchildren():
     try:
         assert _wait(lambda: len(leftovers.descendants(parent.pid)) == 1)
         (child,) = leftovers.descendants(parent.pid)
-        assert leftovers._parent(child) == parent.pid
+        assert psutil.Process(child).ppid() == parent.pid
         assert leftovers.descendants(os.getpid())[0] == parent.pid
     finally:
         leftovers.kill_tree(parent)

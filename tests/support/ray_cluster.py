@@ -14,13 +14,15 @@ import tempfile
 import threading
 from pathlib import Path
 
+from verl.trainer.main_ppo import NO_IDLE_WORKERS
+
 NUM_CPUS = 8
 """Logical CPUs of the shared cluster: the largest run's workers and its driver task (Megatron TP=2 with a reward
 model needs 3), with room for a finished run's processes that Ray is still ending."""
 
-NO_PRESTART_ENV = {"RAY_prestart_worker_first_driver": "0", "RAY_enable_worker_prestart": "0"}
-"""Ray's system config as environment variables: no idle workers started ahead of tasks (as ``main_ppo`` starts its
-own cluster, ``verl.trainer.main_ppo.NO_IDLE_WORKERS``)."""
+NO_PRESTART_ENV = {f"RAY_{key}": str(int(value)) for key, value in NO_IDLE_WORKERS.items()}
+"""``main_ppo``'s system config for a cluster it starts (:data:`verl.trainer.main_ppo.NO_IDLE_WORKERS`: no idle
+workers started ahead of tasks) as the environment variables ``ray start`` reads."""
 
 
 def _free_port() -> int:
