@@ -335,19 +335,31 @@ def _pinning(variant: str | None):
     return RunPin(isolate=not variant.startswith("pinonly"))
 
 
+def json_run_env(args, name: str, engine: str | None, gpu: str | None) -> dict[str, str]:
+    """The environment of a standalone engine's or TRL's run: the engine's site, the run's variant, and the bare
+    engine's own defaults except two that only change what it does at start-up or which runner it uses."""
+    env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.update(variant_env(args, split_run(name)[1]))
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
+    env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
+    # vLLM's start-up warms its sampler with dummy top-k/top-p requests; on CUDA those go to FlashInfer's sampling
+    # kernels, which FlashInfer builds (JIT) on first use. Session 15's cold bare engine (H100) spent 115 of its 162 s
+    # start in that warm-up; the loop's engine, which never uses FlashInfer's sampler (its logprobs_mode is
+    # processed_logprobs), spent 10 s there. The benchmark's requests set neither top-k nor top-p, and vLLM then
+    # samples natively either way, so this changes only the start-up.
+    env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    return env
+
+
 def run_json_lines(
     args, name: str, module: str, extra: list[str], engine: str | None, out: Path, gpu: str | None = None
 ) -> list[dict]:
     """A benchmark script that prints JSON lines (standalone engine, TRL); returns those lines. A run named
     ``...@variant`` gets the variant's environment and pinning."""
-    env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    variant = split_run(name)[1]
-    env.update(variant_env(args, variant))
-    pin = _pinning(variant)
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
-    env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
+    env = json_run_env(args, name, engine, gpu)
+    pin = _pinning(split_run(name)[1])
     command = [sys.executable, "-m", module, "--model", args.model, "--data", str(Path(args.data) / "train.parquet")]
     records: list[dict] = []
 

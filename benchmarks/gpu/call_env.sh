@@ -32,7 +32,7 @@ item() {
   local begin=$SECONDS
   timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
   echo "== $name: exit $? after $((SECONDS - begin)) s"
-  pkill -9 -f "sglang::|ray::|raylet|gcs_server|vllm|main_ppo" 2>/dev/null
+  python3 -m benchmarks.gpu.leftovers  # spares this shell, whose command line may name an engine
   sleep 2
   tail -n "${TAIL:-25}" "$OUT/$name.log"
 }

@@ -3,20 +3,34 @@
 A ``main_ppo`` run starts Ray (its head and workers run in sessions of their own) and the engines its workers spawn
 (SGLang's scheduler and detokenizer, vLLM's engine core). When the run is killed at its timeout, or its workers die
 without reaping their children, those processes outlive it. They keep GPU memory and, SGLang's scheduler, a busy CPU
-core, so the next run of the same call starts on a crowded card. (Suspected, not shown: in sessions 13 and 14 the bare
-vLLM engine, run after SGLang's runs on one H100, did not start in 300 s, against 129 s on an H200 whose GPU held
-nothing else.)
+core, so the next run of the same call starts on a crowded card. (Sessions 13 and 14 suspected them of the bare vLLM
+engine's slow cold start; session 15 traced that to FlashInfer's sampler warm-up: ``bench_gpu_grpo.json_run_env``.)
 
 psutil finds the processes (in the device image, and what ``tests/trainer/main_ppo_runner.py`` uses for the same job).
+
+``python -m benchmarks.gpu.leftovers [--pattern P ...]`` sweeps from a shell (``benchmarks/gpu/call_env.sh`` after each
+job of a call). It spares its ancestors, so a call whose own ``bash -c`` names an engine (``--runs sglang,trl,vllm``)
+survives; the ``pkill -f`` it replaces killed that call's shell in session 15 and lost the job's archive.
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 
 import psutil
 
-ENGINE_PATTERNS = ("sglang::", "ray::", "raylet", "gcs_server", "EngineCore", "main_ppo", "vllm.entrypoints")
+ENGINE_PATTERNS = (
+    "sglang::",
+    "ray::",
+    "raylet",
+    "gcs_server",
+    "EngineCore",
+    "main_ppo",
+    "vllm.entrypoints",
+    "benchmarks.gpu.standalone_engine",
+    "benchmarks.gpu.trl_grpo",
+)
 """Command-line fragments of the processes an engine run starts (Ray's names its workers ``ray::<Actor>``)."""
 
 
@@ -67,3 +81,17 @@ def gpu_memory_used_mib() -> list[int]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [int(line) for line in out.split() if line.strip().isdigit()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="kill leftover engine processes (never this one or its ancestors)")
+    parser.add_argument(
+        "--pattern", action="append", help=f"command-line fragment (repeatable; default {ENGINE_PATTERNS})"
+    )
+    args = parser.parse_args(argv)
+    for line in sweep(tuple(args.pattern) if args.pattern else ENGINE_PATTERNS):
+        print(f"killed leftover {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

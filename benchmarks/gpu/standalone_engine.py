@@ -1,10 +1,11 @@
 """Generated tokens/s of a bare engine (``vllm.LLM`` or ``sglang.Engine``) on the GRPO benchmark's batch.
 
 The engine keeps its own defaults except the rollout's per-step token budget (``--max-num-batched-tokens``), and
-its prefix cache is emptied before each repeat, as the rollout's weight sync does. The batch: the first
-``--prompts`` GSM8K prompts of the training parquet (chat template applied as verl's dataset does), ``--n``
-samples each, up to ``--max-tokens`` tokens, temperature 1. One warm-up generation, then ``--repeats`` timed
-ones; prints one JSON line (``{"run": "standalone-<engine>", "tokens_per_s": ..., ...}``).
+its prefix cache is emptied before each repeat, as the rollout's weight sync does. ``bench_gpu_grpo`` runs vLLM's with
+``VLLM_USE_FLASHINFER_SAMPLER=0``, which changes only its start-up (``bench_gpu_grpo.json_run_env`` says why).
+The batch: the first ``--prompts`` GSM8K prompts of the training parquet (chat template applied as verl's dataset
+does), ``--n`` samples each, up to ``--max-tokens`` tokens, temperature 1. One warm-up generation, then
+``--repeats`` timed ones; prints one JSON line (``{"run": "standalone-<engine>", "tokens_per_s": ..., ...}``).
 
 Usage: ``python -m benchmarks.gpu.standalone_engine --engine vllm --model DIR --data train.parquet``.
 """

@@ -103,3 +103,16 @@ def test_a_variants_env_entries_are_environment_not_overrides(tmp_path):
     assert not any(o.startswith("env:") or o.startswith("RAY_") for o in overrides)
     assert bench_gpu_grpo.variant_env(args, "nice0") == {"RAY_worker_niceness": "0", "X": "a=b"}
     assert bench_gpu_grpo.variant_env(args, None) == {}
+
+
+def test_the_bare_vllm_engine_skips_the_flashinfer_sampler_warm_up_unless_a_variant_asks(tmp_path, monkeypatch):
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    args = _args(tmp_path)
+    args.variants = {"fi": ["env:VLLM_USE_FLASHINFER_SAMPLER=1"]}
+    env = bench_gpu_grpo.json_run_env(args, "standalone-vllm", "vllm", "1")
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env  # the bare engine keeps its own process layout
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == args.site_vllm
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert bench_gpu_grpo.json_run_env(args, "standalone-vllm@fi", "vllm", None)["VLLM_USE_FLASHINFER_SAMPLER"] == "1"

@@ -93,6 +93,25 @@ def test_a_sweep_kills_what_matches_and_spares_itself_and_its_ancestors(tmp_path
         orphan.kill()
 
 
+def test_the_shell_sweep_spares_the_shell_whose_command_names_the_pattern():
+    """As a device call runs it: ``bash -c '... --runs sglang,trl,vllm; ...; sweep'``. The ``pkill -f`` it replaces
+    matched the call's own shell and killed it before the job's archive was written (session 15)."""
+    marker = f"leftover-{uuid.uuid4().hex}"
+    orphan = subprocess.Popen([sys.executable, "-c", SLEEPER, marker], start_new_session=True)
+    shell = f"{sys.executable} -m benchmarks.gpu.leftovers --pattern {marker}; echo after-{marker}"
+    try:
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).parents[2])  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith(f"killed leftover {orphan.pid} ")
+        assert lines[-1] == f"after-{marker}"  # the shell lived on to the next command
+        orphan.wait(timeout=20)
+        assert orphan.returncode == -9
+    finally:
+        orphan.kill()
+
+
 def test_gpu_memory_is_an_empty_list_without_a_gpu():
     if subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode != 0:
         assert leftovers.gpu_memory_used_mib() == []

@@ -142,13 +142,14 @@ def _one_variant(
     engine_overrides=None,
     sp=1,
     gradient_checkpointing=False,
+    optimizer_overrides=None,
 ):
     from verl.protocol import DataProto
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
-    optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS})
+    optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS, **(optimizer_overrides or {})})
     dp = world // sp
     config = FSDPActorConfig(
         ppo_mini_batch_size=BATCH // dp,
@@ -170,6 +171,8 @@ def _one_variant(
     engine_config = FSDPEngineConfig(**(engine_overrides or {}))
     engine = FSDPEngine(model_config, engine_config, optim, role="actor", ulysses_sequence_parallel_size=sp)
     engine.initialize()
+    for key, value in (optimizer_overrides or {}).items():  # the override reached torch's optimizer
+        assert engine.optimizer.defaults[key] == value, key
     actor = DataParallelPPOActor(
         config, engine.module, engine.optimizer, use_remove_padding=use_remove_padding, ulysses=engine.ulysses
     )
@@ -221,6 +224,21 @@ def test_update_matches_plain_reference_step(setup, world):
         assert_update_matches_reference(results[0], reference, variant)
         moved = results[0]["params"]["model.layers.0.mlp.up_proj.weight"] - model.model.layers[0].mlp.up_proj.weight
         assert moved.abs().max() > LR / 2  # the step really moved the weights
+
+
+def _actor_fused_adamw_rank(rank, world, model_path, batch, variants):
+    return [_one_variant(rank, world, model_path, batch, *v, optimizer_overrides={"fused": True}) for v in variants]
+
+
+def test_fused_adamw_through_override_optimizer_config_matches_the_plain_reference_step(setup):
+    """``optim.override_optimizer_config.fused=true`` (verl's key; one kernel for the whole AdamW step on GPU, the
+    lever NOTES_gpu names for the 0.5B update) reaches torch's AdamW and steps FSDP2's sharded parameters as the
+    hand-written reference does."""
+    path, batch, reference = setup
+    variant = VARIANTS[1][0]
+    (results,) = run_on_ranks(_actor_fused_adamw_rank, 1, path, batch, [variant])
+    assert results[0]["metrics"]  # the update ran
+    assert_update_matches_reference(results[0], reference, variant)
 
 
 def reference_entropy(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
