@@ -58,7 +58,7 @@ bench: install
 # tests/docs/test_docs_build.py runs the same build in the CPU suite.
 docs: install
 	$(PY) -m verl.trainer.config.docgen docs/config_reference.md
-	$(PY) -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+	$(PY) -m sphinx -b html -W --keep-going -n -q -j auto docs docs/_build/html
 	@echo "Docs site: docs/_build/html/index.html"
 
 clean:

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-STRICT = ["-W", "--keep-going", "-n", "-q"]
+STRICT = ["-W", "--keep-going", "-n", "-q", "-j", "auto"]
+"""``make docs``'s flags: strict, and pages read and written by one process per core (the full site's writing is
+mostly furo's navigation tree, built for each page)."""
 
 
 def _build(source: Path, out: Path) -> subprocess.CompletedProcess:

@@ -4,13 +4,19 @@
 dataclasses and the YAML files only select groups and preset values. The node is stored as a plain
 (untyped) mapping: Hydra composes it and applies overrides, and
 :func:`verl.trainer.config.validation.validate_config` then checks keys, types and ranges against the
-dataclasses with messages that name the key, the allowed values and the nearest valid key.
+dataclasses with messages that name the key, the allowed values and the nearest valid key. Each node is built
+when Hydra first reads it (:mod:`verl.trainer.config.lazy_store`): processes that import verl without composing a
+config (the Ray workers) do not pay for it.
 """
 
 from __future__ import annotations
 
+import functools
+
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
+
+from verl.trainer.config.lazy_store import store_lazily
 
 SCHEMA_NAME = "ppo_trainer_schema"
 """Name of the root schema node in Hydra's ConfigStore."""
@@ -22,9 +28,13 @@ def register_schemas() -> None:
 
     if ConfigStore.instance().repo.get(f"{SCHEMA_NAME}.yaml") is not None:
         return
-    node = OmegaConf.to_container(OmegaConf.structured(PPOConfig))
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=node, provider="verl")
+    store_lazily(SCHEMA_NAME, lambda: _container(PPOConfig), provider="verl")
     _register_offline_schemas()
+
+
+def _container(cls: type) -> dict:
+    """The defaults of dataclass ``cls`` as a plain (untyped) mapping."""
+    return OmegaConf.to_container(OmegaConf.structured(cls))
 
 
 def _register_offline_schemas() -> None:
@@ -38,7 +48,7 @@ def _register_offline_schemas() -> None:
         ("generation_schema", GenerationConfig),
         ("evaluation_schema", EvaluationConfig),
     ):
-        ConfigStore.instance().store(name=name, node=OmegaConf.to_container(OmegaConf.structured(cls)), provider="verl")
+        store_lazily(name, functools.partial(_container, cls), provider="verl")
 
 
 ROOT_SCHEMA_CLASSES = {
@@ -62,9 +72,8 @@ def register_schema(name: str, spec: str) -> None:
     ROOT_SCHEMA_CLASSES[name] = spec
     if ConfigStore.instance().repo.get(f"{name}.yaml") is not None:
         return
-    recipe = OmegaConf.to_container(OmegaConf.structured(schema_class(name)))
-    base = OmegaConf.to_container(OmegaConf.structured(PPOConfig))
-    ConfigStore.instance().store(name=name, node=_differences(recipe, base), provider="verl")
+    recipe = schema_class(name)
+    store_lazily(name, lambda: _differences(_container(recipe), _container(PPOConfig)), provider="verl")
 
 
 def _differences(node: dict, base: dict) -> dict:
