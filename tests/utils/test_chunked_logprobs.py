@@ -87,3 +87,22 @@ def test_compiled_chunk_math_matches_eager():
         results.append((lp, ent, h.grad, w.grad))
     for eager, compiled in zip(*results):
         torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entropy_grad", [True, False], ids=["entropy-grad", "entropy-metric-only"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_backward_into_the_logits_matches_eager(entropy_grad, dtype):
+    """The compiled backward of ``log_probs_from_logits`` writes the gradient over a non-leaf ``logits`` in one fused
+    pass: the same gradient as the eager chunk path (which goes through a float32 copy and ``scatter_add_``)."""
+    hidden, weight, labels, grad_lp, grad_ent = _inputs(seed=6)
+    results = []
+    for compiled in (False, True):
+        h, w = hidden.to(dtype).requires_grad_(True), weight.to(dtype).requires_grad_(True)
+        logits = h @ w.t()
+        lp, ent = log_probs_from_logits(logits, labels, 0.8, True, chunk_rows=5, compiled=compiled)
+        (lp @ grad_lp.float() + (ent @ grad_ent.float() if entropy_grad else 0.0)).backward()
+        results.append((lp, ent, h.grad, w.grad))
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    for eager, compiled in zip(*results):
+        torch.testing.assert_close(compiled, eager, rtol=tolerance, atol=tolerance)

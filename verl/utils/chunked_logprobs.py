@@ -83,6 +83,27 @@ def _chunk_backward(
     return grad if out_dtype is None else grad.to(out_dtype)
 
 
+def _chunk_backward_into_logits(logits, labels, lse, entropy, grad_log_prob, grad_entropy, temperature: float):
+    """:func:`_chunk_backward`'s gradient written over the chunk ``logits (c, V)`` itself, for the compiled path.
+    The label term compares each column with the row's label instead of ``scatter_add_`` (same values: ``p (-g) +
+    g`` at the label column either way), so inductor fuses read, gradient and the write back into the chunk's own
+    storage into one pass over the chunk in its own dtype: no float32 ``(c, V)`` buffer and no separate copy."""
+    tempered = logits.to(_reduction_dtype(logits.dtype))
+    if temperature != 1.0:
+        tempered = tempered / temperature
+    log_p = tempered - lse.unsqueeze(1)
+    probs = torch.exp(log_p)
+    grad = probs * (-grad_log_prob).unsqueeze(1) if grad_log_prob is not None else torch.zeros_like(probs)
+    if grad_entropy is not None:
+        grad = grad - (log_p + entropy.unsqueeze(1)) * probs * grad_entropy.unsqueeze(1)
+    if grad_log_prob is not None:
+        columns = torch.arange(logits.shape[1], device=logits.device)
+        grad = torch.where(columns.unsqueeze(0) == labels.unsqueeze(1), grad + grad_log_prob.unsqueeze(1), grad)
+    if temperature != 1.0:
+        grad = grad / temperature
+    logits.copy_(grad)
+
+
 def logits_grad_by_chunks(
     chunk_backward,
     logits: torch.Tensor,
@@ -156,6 +177,16 @@ class _LogProbsFromLogits(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_log_prob, grad_entropy):
         logits, labels, lse, entropy = ctx.saved_tensors
+        if ctx.compiled and ctx.inplace:
+            into_logits = _compiled(_chunk_backward_into_logits)
+            for start in range(0, logits.shape[0], ctx.chunk_rows):
+                rows = slice(start, start + ctx.chunk_rows)
+                into_logits(
+                    logits[rows], labels[rows], lse[rows], entropy[rows] if entropy is not None else None,
+                    grad_log_prob[rows] if grad_log_prob is not None else None,
+                    grad_entropy[rows] if grad_entropy is not None else None, ctx.temperature,
+                )  # fmt: skip
+            return logits, None, None, None, None, None
         _, chunk_backward = _chunk_fns(ctx.compiled)
         out_dtype = logits.dtype if ctx.compiled else None  # eager: the copy into the logits converts, saving a pass
         grad_logits = logits_grad_by_chunks(
