@@ -7,6 +7,7 @@ import statistics
 
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 VERL_ENGINES = ("vllm", "sglang", "hf")
+GC_KEYS = ("rollout/gc_pause_s", "rollout/gc_full_pause_s", "rollout/gc_full_collections")
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 
 
@@ -49,6 +50,9 @@ def summarize_verl(records: list[dict]) -> dict:
             summary[f"peak_gib/{phase}"] = max(values)
     for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
         summary[key] = mean(key)
+    for key in GC_KEYS:  # the garbage collector's pauses inside each generation (verl.utils.gc_heap)
+        if any(key in r for r in steady):
+            summary[key] = mean(key)
     return summary
 
 

@@ -17,6 +17,17 @@ def test_loop_rates_are_over_steps_two_on_and_exclude_the_sync_for_the_engine_ra
     assert summary["steps"] == 3
     assert summary["gen_tokens_per_s"] == tokens / 3.0
     assert abs(summary["engine_tokens_per_s"] - tokens / (0.9 + 1.7)) < 1e-9
+    assert "rollout/gc_pause_s" not in summary  # records without the collector's metrics
+
+
+def test_collector_pauses_are_averaged_over_steps_two_on():
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    for record, pause, full in zip(records, (0.9, 0.2, 0.0), (3.0, 1.0, 0.0), strict=True):
+        record.update({"rollout/gc_pause_s": pause, "rollout/gc_full_collections": full})
+    summary = grpo_table.summarize_verl(records)
+    assert summary["rollout/gc_pause_s"] == 0.1
+    assert summary["rollout/gc_full_collections"] == 0.5
+    assert "rollout/gc_full_pause_s" not in summary
 
 
 def test_table_compares_with_the_bare_engines_rate_over_all_repeats_and_its_own_variant():

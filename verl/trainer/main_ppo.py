@@ -142,6 +142,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
     takes that cluster's settings (Ray refuses them from a joining driver)."""
     from verl.trainer.ppo.seeding import SEED_ENV
     from verl.trainer.ppo.worker_setup import HOOKS_ENV, SETUP_HOOK
+    from verl.utils.gc_heap import FREEZE_ENV
 
     env_vars = {
         SEED_ENV: str(int(config.trainer.seed)),
@@ -158,6 +159,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
         "WANDB_MODE",
         "HF_HOME",
         HOOKS_ENV,
+        FREEZE_ENV,
     ):
         if key in os.environ:
             env_vars[key] = os.environ[key]

@@ -15,6 +15,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import get_nccl_backend
+from verl.utils.gc_heap import GcPauses, freeze_after_warmup
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
@@ -49,14 +50,21 @@ def load_tokenizer(model_config: HFModelConfig):
 
 def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager, prompts: DataProto) -> DataProto:
     """``rollout.generate_sequences(prompts)`` inside ``sharding_manager`` (the policy's weights synced into the
-    engine, its memory awake); ``meta_info`` gets the wall time (``timing``) and the sync's ``metrics``."""
+    engine, its memory awake); ``meta_info`` gets the wall time (``timing``), the sync's ``metrics`` and the garbage
+    collector's pauses during the call (``rollout/gc_*``). The second training generation first freezes the worker's
+    long-lived heap (:mod:`verl.utils.gc_heap`: its full collections stalled SGLang's in-process decoding)."""
     start = time.perf_counter()
-    with sharding_manager:
+    freeze_s = freeze_after_warmup(validate=bool(prompts.meta_info.get("validate", False)))
+    with GcPauses() as pauses, sharding_manager:
         prompts = sharding_manager.preprocess_data(prompts)
         output = rollout.generate_sequences(prompts)
         output = sharding_manager.postprocess_data(output)
     output.meta_info["timing"] = {"generate_sequences": time.perf_counter() - start}
-    output.meta_info["metrics"] = dict(sharding_manager.metrics)
+    output.meta_info["metrics"] = {
+        **sharding_manager.metrics,
+        **pauses.metrics("rollout/"),
+        "rollout/gc_freeze_s": freeze_s,
+    }
     return output
 
 
