@@ -222,7 +222,9 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     tokens = TOKENS_PER_STEP if shape != "tiny" else 2048
     batch = make_batch(SHAPES[shape]["vocab_size"], tokens)
     rows = batch.pop("batch_size")
-    optim = OptimConfig(lr=1e-6, override_optimizer_config={"fused": True} if spec["fused_adam"] else None)
+    # explicit both ways: the engine fuses AdamW on CUDA by default since session 16, and the variants without
+    # `+fusedadam` stay comparable with the earlier sessions' (torch's foreach AdamW)
+    optim = OptimConfig(lr=1e-6, override_optimizer_config={"fused": bool(spec["fused_adam"])})
     config = FSDPActorConfig(
         ppo_mini_batch_size=rows,
         use_dynamic_bsz=True,
