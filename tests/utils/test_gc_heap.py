@@ -54,7 +54,9 @@ def test_freezes_on_the_second_training_generation_only(unfrozen):
     assert freezer.before_generation() > 0.0
     frozen = gc.get_freeze_count()
     assert frozen >= len(alive)
-    assert freezer.before_generation() == 0.0 and gc.get_freeze_count() == frozen  # once only
+    later = [Node() for _ in range(1000)]
+    assert freezer.before_generation() == 0.0  # once only: objects made after the freeze stay collectable
+    assert gc.get_freeze_count() < frozen + len(later)  # (frozen objects may still die by reference count)
 
 
 def test_garbage_from_before_and_after_the_freeze_is_still_freed(unfrozen):
