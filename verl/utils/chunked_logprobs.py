@@ -88,10 +88,7 @@ def _chunk_backward_into_logits(logits, labels, lse, entropy, grad_log_prob, gra
     The label term compares each column with the row's label instead of ``scatter_add_`` (same values: ``p (-g) +
     g`` at the label column either way), so inductor fuses read, gradient and the write back into the chunk's own
     storage into one pass over the chunk in its own dtype: no float32 ``(c, V)`` buffer and no separate copy."""
-    tempered = logits.to(_reduction_dtype(logits.dtype))
-    if temperature != 1.0:
-        tempered = tempered / temperature
-    log_p = tempered - lse.unsqueeze(1)
+    log_p = _tempered(logits, temperature) - lse.unsqueeze(1)
     probs = torch.exp(log_p)
     grad = probs * (-grad_log_prob).unsqueeze(1) if grad_log_prob is not None else torch.zeros_like(probs)
     if grad_entropy is not None:

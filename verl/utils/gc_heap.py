@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
 import time
 
 FREEZE_ENV = "VERL_GC_FREEZE"
@@ -38,17 +37,15 @@ class GcPauses:
     def __init__(self) -> None:
         self.pause_s = [0.0, 0.0, 0.0]
         self.count = [0, 0, 0]
-        self._started: float | None = None
-        self._lock = threading.Lock()
+        self._started: float | None = None  # one pass at a time: the collector holds the GIL and does not nest
 
     def _on_gc(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         elif self._started is not None:
             generation = int(info["generation"])
-            with self._lock:
-                self.pause_s[generation] += time.perf_counter() - self._started
-                self.count[generation] += 1
+            self.pause_s[generation] += time.perf_counter() - self._started
+            self.count[generation] += 1
             self._started = None
 
     def __enter__(self) -> GcPauses:
