@@ -341,8 +341,10 @@ def json_run_env(args, name: str, engine: str | None, gpu: str | None) -> dict[s
     env = dict(os.environ, PYTHONPATH=_site_path(args, engine), VERL_CACHE_DIR=args.cache_dir, PYTHONUNBUFFERED="1")
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    env.update(variant_env(args, split_run(name)[1]))
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the bare engine runs with its own defaults, except:
+    # (a variant may still set it: `standalone-vllm@inproc` with `env:VLLM_ENABLE_V1_MULTIPROCESSING=0` runs the
+    # bare engine in one process, as the loop's engine does)
+    env.update(variant_env(args, split_run(name)[1]))
     env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the runner the hybrid engine uses (vllm_rollout.py says why)
     # vLLM's start-up warms its sampler with dummy top-k/top-p requests; on CUDA those go to FlashInfer's sampling
     # kernels, which FlashInfer builds (JIT) on first use. Session 15's cold bare engine (H100) spent 115 of its 162 s

@@ -109,10 +109,13 @@ def test_the_bare_vllm_engine_skips_the_flashinfer_sampler_warm_up_unless_a_vari
     monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     args = _args(tmp_path)
-    args.variants = {"fi": ["env:VLLM_USE_FLASHINFER_SAMPLER=1"]}
+    args.variants = {"fi": ["env:VLLM_USE_FLASHINFER_SAMPLER=1"], "inproc": ["env:VLLM_ENABLE_V1_MULTIPROCESSING=0"]}
     env = bench_gpu_grpo.json_run_env(args, "standalone-vllm", "vllm", "1")
     assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env  # the bare engine keeps its own process layout
     assert env["PYTHONPATH"].split(os.pathsep)[0] == args.site_vllm
     assert env["CUDA_VISIBLE_DEVICES"] == "1"
     assert bench_gpu_grpo.json_run_env(args, "standalone-vllm@fi", "vllm", None)["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+    # a variant may run the bare engine in one process, as the loop's engine runs
+    inproc = bench_gpu_grpo.json_run_env(args, "standalone-vllm@inproc", "vllm", None)
+    assert inproc["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"

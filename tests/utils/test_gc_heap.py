@@ -59,6 +59,18 @@ def test_freezes_on_the_second_training_generation_only(unfrozen):
     assert gc.get_freeze_count() < frozen + len(later)  # (frozen objects may still die by reference count)
 
 
+def test_the_first_update_freezes_and_later_generations_do_not_freeze_again(unfrozen):
+    freezer = HeapFreezer(warmup=1, enabled=True)
+    assert freezer.before_generation() == 0.0 and gc.get_freeze_count() == 0  # the hybrid step: generate first
+    alive = [Node() for _ in range(1000)]
+    assert freezer.after_update() > 0.0  # then the first update returns: the heap is frozen there
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(alive)
+    assert freezer.after_update() == 0.0
+    assert freezer.before_generation() == 0.0  # the second generation, a rollout-only worker's moment: nothing more
+    assert gc.get_freeze_count() <= frozen
+
+
 def test_garbage_from_before_and_after_the_freeze_is_still_freed(unfrozen):
     freezer = HeapFreezer(warmup=0, enabled=True)
     gc.disable()
@@ -78,6 +90,7 @@ def test_env_turns_the_freeze_off(monkeypatch, unfrozen):
     monkeypatch.setenv(gc_heap.FREEZE_ENV, "0")
     freezer = HeapFreezer(warmup=0)
     assert freezer.before_generation() == 0.0 and not freezer.frozen and gc.get_freeze_count() == 0
+    assert freezer.after_update() == 0.0 and not freezer.frozen and gc.get_freeze_count() == 0
 
 
 def test_main_ppo_forwards_the_switch_to_its_workers(monkeypatch):

@@ -15,7 +15,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import get_nccl_backend
-from verl.utils.gc_heap import GcPauses, freeze_after_warmup
+from verl.utils.gc_heap import GcPauses, freeze_after_update, freeze_after_warmup
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
@@ -51,8 +51,8 @@ def load_tokenizer(model_config: HFModelConfig):
 def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager, prompts: DataProto) -> DataProto:
     """``rollout.generate_sequences(prompts)`` inside ``sharding_manager`` (the policy's weights synced into the
     engine, its memory awake); ``meta_info`` gets the wall time (``timing``), the sync's ``metrics`` and the garbage
-    collector's pauses during the call (``rollout/gc_*``). The second training generation first freezes the worker's
-    long-lived heap (:mod:`verl.utils.gc_heap`: its full collections stalled SGLang's in-process decoding)."""
+    collector's pauses during the call (``rollout/gc_*``). A worker that has not frozen its long-lived heap after an
+    actor update freezes it at the start of its second training generation (:mod:`verl.utils.gc_heap`)."""
     start = time.perf_counter()
     freeze_s = freeze_after_warmup(validate=bool(prompts.meta_info.get("validate", False)))
     with GcPauses() as pauses, sharding_manager:
@@ -138,6 +138,8 @@ class ActorRolloutRefWorkerBase(Worker):
         actor = self._require("actor", "update_actor")
         data.meta_info.setdefault("temperature", float(self.config.rollout.temperature))
         metrics = actor.update(data)
+        # the first update returns with everything the loop keeps built: freeze the heap once (verl.utils.gc_heap)
+        metrics["actor/gc_freeze_s"] = freeze_after_update()
         return DataProto(meta_info={"metrics": metrics})
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
