@@ -133,7 +133,7 @@ def test_grpo_two_steps_vllm_rollout(tmp_path, shared_ray):
     first, second = records[1]["data"], records[2]["data"]
     assert first["actor/gc_freeze_s"] > 0.0 and second["actor/gc_freeze_s"] == 0.0
     assert first["rollout/gc_freeze_s"] == second["rollout/gc_freeze_s"] == 0.0
-    assert second["rollout/gc_frozen_objects"] > first["rollout/gc_frozen_objects"] + 10_000
+    assert first["rollout/gc_frozen_objects"] == 0.0 and second["rollout/gc_frozen_objects"] > 10_000
     assert second["rollout/gc_pause_s"] >= second["rollout/gc_full_pause_s"] >= 0.0
 
 

@@ -54,6 +54,7 @@ def test_freezes_on_the_second_training_generation_only(unfrozen):
     assert freezer.before_generation() > 0.0
     frozen = gc.get_freeze_count()
     assert frozen >= len(alive)
+    assert freezer.frozen_objects >= frozen  # counted once, when it froze (a frozen object may die since)
     later = [Node() for _ in range(1000)]
     assert freezer.before_generation() == 0.0  # once only: objects made after the freeze stay collectable
     assert gc.get_freeze_count() < frozen + len(later)  # (frozen objects may still die by reference count)
@@ -62,6 +63,7 @@ def test_freezes_on_the_second_training_generation_only(unfrozen):
 def test_the_first_update_freezes_and_later_generations_do_not_freeze_again(unfrozen):
     freezer = HeapFreezer(warmup=1, enabled=True)
     assert freezer.before_generation() == 0.0 and gc.get_freeze_count() == 0  # the hybrid step: generate first
+    assert freezer.frozen_objects == 0
     alive = [Node() for _ in range(1000)]
     assert freezer.after_update() > 0.0  # then the first update returns: the heap is frozen there
     frozen = gc.get_freeze_count()

@@ -15,7 +15,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import get_nccl_backend
-from verl.utils.gc_heap import GcPauses, freeze_after_update, freeze_after_warmup
+from verl.utils.gc_heap import GcPauses, freeze_after_update, freeze_after_warmup, frozen_objects
 from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
@@ -64,6 +64,7 @@ def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager
         **sharding_manager.metrics,
         **pauses.metrics("rollout/"),
         "rollout/gc_freeze_s": freeze_s,
+        "rollout/gc_frozen_objects": float(frozen_objects()),
     }
     return output
 
