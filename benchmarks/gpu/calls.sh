@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call of the GRPO/update benchmarks, by preset name, so that the call's command line names no engine
+# (benchmarks.gpu.leftovers kills every process whose command line names one after each job):
+#
+#   bash benchmarks/gpu/calls.sh PRESET [PRESET ...]     (repository root, after the stage's install.sh)
+#
+# Each preset runs as one `item` of benchmarks/gpu/call_env.sh (its log in $OUT/<preset>.log) and brings back
+# $OUT/<preset>_results.jsonl, $OUT/<preset>_table.md and $OUT/<preset>.tgz (the run logs and metrics). START and
+# CALL (seconds; default: now and 585) bound the whole call, as in call_env.sh: `S=$SECONDS; bash
+# .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm` counts the install.
+# Data: .carry/data (examples/data_preprocess/gsm8k.py --max_samples 320; see benchmarks/results/NOTES_gpu.md).
+#
+# Presets:
+#   warm    every compile cache filled: one step of each engine's loop and each bare engine (cold: about 560 s)
+#   table   issue 14's table: 6 steps of sglang, vllm and hf, and both bare engines (about 480 s warm)
+#   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
+#   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
+#   update  issue 15's 0.5B update, fused AdamW with flash and with cuDNN attention
+set -uo pipefail
+source benchmarks/gpu/call_env.sh
+[ "$#" -ge 1 ] || { echo "usage: calls.sh PRESET [PRESET ...]" >&2; exit 2; }
+
+grpo() {  # grpo NAME LIMIT ARGS...: one bench_gpu_grpo item, its files brought back under NAME
+  local name=$1 limit=$2
+  shift 2
+  item "$name" "$limit" python3 -m benchmarks.bench_gpu_grpo --out "/tmp/$name" --data .carry/data "$@"
+  cp "/tmp/$name/results.jsonl" "$OUT/${name}_results.jsonl" 2>/dev/null
+  cp "/tmp/$name/table.md" "$OUT/${name}_table.md" 2>/dev/null
+  keep "/tmp/$name" "$name"
+}
+
+for preset in "$@"; do
+  case $preset in
+    warm) grpo warm 560 --memory-sample-ms 0 --timeout 220 --steps 1 \
+      --runs standalone-sglang,sglang,standalone-vllm,vllm ;;
+    table) grpo table 580 --memory-sample-ms 100 --timeout 200 \
+      --runs standalone-sglang,sglang,standalone-vllm,vllm,hf ;;
+    inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
+      --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
+    freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \
+      --variant nofreeze=env:VERL_GC_FREEZE=0 --runs standalone-sglang,sglang,trl,sglang@nofreeze ;;
+    update) PYTHONPATH=$VL item update 300 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+cudnn --budget 200 --timeout 150 --out "$OUT" ;;
+    *) echo "unknown preset $preset (see the head of $0)" >&2 ;;
+  esac
+done
+echo "calls.sh: $((SECONDS - START)) s"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Everything a GPU session needs here before its first device call, from a fresh checkout (about 10 minutes, most
+# of it downloads): the CPU venv (make install: stage.sh reads the SmolLM2 GGUF from it), the wheels of both engines
+# and the common set in .stage-vs/1..19 (benchmarks/gpu/stage.sh), and the GSM8K parquet the benchmarks read
+# (.carry/data, from ../shared/data/gsm8k; never committed). Then, on one machine, back to back:
+#   parts 1..18:  carry [".stage-vs/k"]                              mkdir -p /tmp/stage && cp .stage-vs/k/* /tmp/stage/
+#   part 19:      carry [".stage-vs/19", ".carry/data"]              S=$SECONDS; bash .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm
+#   later calls:  carry [".carry/data"]                              bash benchmarks/gpu/calls.sh table   (presets: benchmarks/gpu/calls.sh)
+set -euo pipefail
+root=$(git rev-parse --show-toplevel); cd "$root"
+make install
+SETS="common vllm sglang" STAGE_OUT=.stage-vs benchmarks/gpu/stage.sh
+.venv/bin/python examples/data_preprocess/gsm8k.py --local_dataset_path ../shared/data/gsm8k \
+  --local_save_dir .carry/data --max_samples 320
+grep -qx "/.carry/" .git/info/exclude 2>/dev/null || echo "/.carry/" >> .git/info/exclude
+echo "ready: $(ls .stage-vs | wc -l) stage parts, $(ls .carry/data)"
