@@ -17,6 +17,8 @@
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update, fused AdamW with flash and with cuDNN attention
 set -uo pipefail
+# after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
+nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
 source benchmarks/gpu/call_env.sh
 [ "$#" -ge 1 ] || { echo "usage: calls.sh PRESET [PRESET ...]" >&2; exit 2; }
 
