@@ -17,9 +17,20 @@ PEFT_PREFIX = "base_model.model."
 LORA_BASE_INFIX = ".base_layer"
 
 
+def _holds_whole(tensor: DTensor) -> bool:
+    """True when this rank's local tensor is the whole tensor: a mesh of one rank, or every placement replicated."""
+    return tensor.device_mesh.size() == 1 or all(placement.is_replicate() for placement in tensor.placements)
+
+
 def _full(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Unsharded copy of ``tensor`` (a collective for a DTensor; a detach otherwise), cast to ``dtype`` first when
-    given (a floating-point shard is cast before the gather, so a bf16 target moves half the bytes of fp32)."""
+    given (a floating-point shard is cast before the gather, so a bf16 target moves half the bytes of fp32).
+
+    A DTensor whose local tensor is already whole (one rank, the usual single-GPU run) is taken as that plain tensor:
+    each DTensor op costs host time (for SmolLM2's 273 tensors on one CPU rank, ``full_tensor`` took 12 ms where the
+    plain tensors take 2 ms; with the bf16 cast, 90 against 63 ms), and the weight sync is on every step's path."""
+    if isinstance(tensor, DTensor) and _holds_whole(tensor):
+        tensor = tensor.to_local()  # (what ``full_tensor`` returns there too, after a redistribute's host work)
     if dtype is not None and tensor.is_floating_point():
         tensor = tensor.detach().to(dtype)
     if isinstance(tensor, DTensor):
