@@ -76,8 +76,16 @@ COMPARED_KEYS = (
 )
 
 
-def resume_overrides(workdir: Path, checkpoints: Path, save_freq: int, resume_mode: str) -> list[str]:
-    """The kill-and-resume runs: PPO with a critic, sampled HF rollout, 3 steps, a checkpoint every ``save_freq``."""
+def resume_overrides(
+    workdir: Path, checkpoints: Path, save_freq: int, resume_mode: str, ppo_epochs: int = 2
+) -> list[str]:
+    """The kill-and-resume runs: PPO with a critic, sampled HF rollout, 3 steps, a checkpoint every ``save_freq``.
+
+    ``ppo_epochs``: two by default, so that each step's later epoch runs on the optimizer's restored moments and a
+    wrong restore of them shows in that step's metrics (with one epoch they would only act after it). The run that
+    is interrupted mid-update asks for six: the update is then the longest phase (seconds, not a fraction of one),
+    so a SIGINT sent on seeing "phase update_actor started" through Ray's log forwarding still lands inside it; its
+    steps are never compared, so the other runs keep the cheaper update."""
     overrides = tiny_overrides(tiny_model_path("llama"), workdir, rollout="hf", steps=3)
     # PPO with a critic: GAE advantages are non-zero even when every reward is 0 (a random tiny model), so the
     # actor and the critic both change every step and a wrong restore of either shows in step 3.
@@ -85,9 +93,7 @@ def resume_overrides(workdir: Path, checkpoints: Path, save_freq: int, resume_mo
         o for o in overrides if not o.startswith(("trainer.save_freq", "trainer.resume_mode", "trainer.default"))
     ]
     return overrides + [
-        # Six PPO epochs make the update the longest phase (seconds, not a fraction of one): a SIGINT the tests send
-        # on seeing "phase update_actor started" through Ray's log forwarding still lands inside that phase.
-        "actor_rollout_ref.actor.ppo_epochs=6",
+        f"actor_rollout_ref.actor.ppo_epochs={ppo_epochs}",
         "algorithm.adv_estimator=gae",
         "critic.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.rollout.temperature=1.0",

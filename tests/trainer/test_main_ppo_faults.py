@@ -96,6 +96,9 @@ def test_nan_rewards_and_damaged_checkpoints_end_in_messages_and_keep_what_was_s
             2,
             "hang",
             "reward_model.scoring.timeout=2",
+            # one scoring process per sample: the 8 hanging calls are cut together after 2 s, not in rounds of
+            # os.cpu_count() (queued samples and replaced processes: test_function_scorer.py)
+            "reward_model.scoring.num_processes=8",
             "reward_model.scoring.on_error=fallback",
             "reward_model.scoring.fallback_score=0.25",
         ),

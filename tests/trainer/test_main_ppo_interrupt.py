@@ -117,7 +117,7 @@ def test_sigint_and_sigkill_stop_and_each_run_resumes_exactly(tmp_path, resume_r
 
     # 3. resumed from the killed run's step 2: interrupted mid-update of step 3
     second = _interrupt_at(
-        resume_overrides(folders["second"], checkpoints, 1, "auto"), folders["second"], 3, "update_actor"
+        resume_overrides(folders["second"], checkpoints, 1, "auto", ppo_epochs=6), folders["second"], 3, "update_actor"
     )
     assert "Resuming from checkpoint" in second.output
     assert second.records() == [], "the interrupted step must not be logged"
