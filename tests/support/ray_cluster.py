@@ -6,6 +6,7 @@ run, and a joined cluster's processes are not the run's."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -39,6 +40,12 @@ class RayCluster:
     def __init__(self, env: dict[str, str], cwd: Path, timeout: float = 120):
         self.address = f"127.0.0.1:{_free_port()}"
         self.tmpdir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # socket paths must stay under ~107 characters
+        # Token authentication with a token of this cluster's own: `ray start` turns authentication on only when a
+        # token already exists (~/.ray/auth_token, which a plain ray.init() creates), so on a machine where none has
+        # run yet the cluster would start without it and every joining run (which asks for it) would be refused.
+        token_path = Path(self.tmpdir) / "auth_token"
+        token_path.write_text(secrets.token_hex(32))
+        self.auth_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
         command = [
             str(Path(sys.executable).parent / "ray"),
             "start",
@@ -53,7 +60,7 @@ class RayCluster:
         self.proc = subprocess.Popen(
             command,
             cwd=cwd,
-            env={**env, **NO_PRESTART_ENV, "RAY_TMPDIR": self.tmpdir},
+            env={**env, **NO_PRESTART_ENV, **self.auth_env, "RAY_TMPDIR": self.tmpdir},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -79,9 +86,9 @@ class RayCluster:
             raise RuntimeError("ray start did not start:\n" + "".join(lines[-40:]))
 
     def env(self) -> dict[str, str]:
-        """What a run's environment adds to join this cluster: its address, and token authentication (on for a
-        cluster ``ray start`` begins, off by default for a driver given an explicit address)."""
-        return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token"}
+        """What a run's environment adds to join this cluster: its address, and its token authentication (off by
+        default for a driver given an explicit address)."""
+        return {"RAY_ADDRESS": self.address, **self.auth_env}
 
     def stop(self) -> None:
         """End the CLI and every process it started (GCS, raylet, workers), and wait until they are gone."""
