@@ -2,13 +2,16 @@
 
 On enter a manager makes the rollout engine hold the actor's current weights (and wakes it); on exit it frees
 what the engine does not need during training. ``metrics`` holds what the last enter/exit measured:
-``timing_s/update_weights`` and the per-phase memory of :func:`memory_metrics`.
+``timing_s/update_weights``, its parts (``rollout/sync_<part>_s``, :meth:`BaseShardingManager.lap`) and the
+per-phase memory of :func:`memory_metrics`.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from verl.protocol import DataProto
@@ -30,6 +33,21 @@ class BaseShardingManager:
         self.metrics = {}
         self.enter_rollout_mode()
         return self
+
+    def begin_laps(self) -> float:
+        """Start timing the parts of an enter (:meth:`lap`); returns the start time."""
+        self._lap_start = time.perf_counter()
+        return self._lap_start
+
+    def lap(self, part: str) -> None:
+        """``metrics["rollout/sync_<part>_s"]``: seconds from the previous lap (or :meth:`begin_laps`) until the
+        device has finished the work queued meanwhile; parts of the weight sync, which ``timing_s/update_weights``
+        sums."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.metrics[f"rollout/sync_{part}_s"] = now - self._lap_start
+        self._lap_start = now
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
         self.exit_rollout_mode()

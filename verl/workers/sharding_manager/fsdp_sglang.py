@@ -114,18 +114,21 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
         return count
 
     def enter_rollout_mode(self) -> None:
-        start = time.perf_counter()
+        start = self.begin_laps()
         if self.is_released:
             torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
             if self.engine is not None:
                 self.engine.resume_memory_occupation(tags=["weights"])
             self.rollout.barrier()
+        self.lap("wake_weights")
         self.metrics["rollout/weight_tensors_synced"] = float(self.sync_weights())
+        self.lap("send")
         if self.is_released:
             if self.engine is not None:
                 self.engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
             self.rollout.barrier()
             self.is_released = False
+        self.lap("wake_cache")
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("rollout"))
 

@@ -108,19 +108,20 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
         return count
 
     def enter_rollout_mode(self) -> None:
-        start = time.perf_counter()
+        start = self.begin_laps()
         if self.is_sleeping:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
             self.inference_engine.wake_up(tags=["weights"])
+        self.lap("wake_weights")
         self.metrics["rollout/weight_tensors_synced"] = float(self.sync_weights())
+        self.lap("send")
         if self.is_sleeping:
             self.inference_engine.wake_up(tags=["kv_cache"])
             self.is_sleeping = False
         self.inference_engine.reset_prefix_cache()
         reset_multimodal_caches(self.inference_engine)  # image features of the old vision tower
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        self.lap("wake_cache")
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("rollout"))
 
