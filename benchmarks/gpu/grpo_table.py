@@ -8,6 +8,10 @@ import statistics
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 VERL_ENGINES = ("vllm", "sglang", "hf")
 GC_KEYS = ("rollout/gc_pause_s", "rollout/gc_full_pause_s", "rollout/gc_full_collections")
+SYNC_PART_KEYS = ("rollout/sync_wake_weights_s", "rollout/sync_send_s", "rollout/sync_wake_cache_s")
+AVERAGED_KEYS = GC_KEYS + SYNC_PART_KEYS
+"""Worker metrics a run's summary averages when its records have them: the garbage collector's pauses inside each
+generation (verl.utils.gc_heap) and the weight sync's parts (verl.workers.sharding_manager.base)."""
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 
 
@@ -50,9 +54,15 @@ def summarize_verl(records: list[dict]) -> dict:
             summary[f"peak_gib/{phase}"] = max(values)
     for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
         summary[key] = mean(key)
-    for key in GC_KEYS:  # the garbage collector's pauses inside each generation (verl.utils.gc_heap)
+    for key in AVERAGED_KEYS:
         if any(key in r for r in steady):
             summary[key] = mean(key)
+    # the trainer's generation time outside the worker's call: dispatch, transfers, and whatever the worker does
+    # after its timer stops (session 17: 0.1 s a step of a heap walk there, found this way)
+    outside = [float(r["timing_s/gen"]) - float(r["timing_s/generate_sequences"]) for r in steady
+               if "timing_s/generate_sequences" in r and "timing_s/gen" in r]  # fmt: skip
+    if outside:
+        summary["gen_outside_worker_s"] = statistics.mean(outside)
     return summary
 
 

@@ -20,6 +20,16 @@ def test_loop_rates_are_over_steps_two_on_and_exclude_the_sync_for_the_engine_ra
     assert "rollout/gc_pause_s" not in summary  # records without the collector's metrics
 
 
+def test_sync_parts_and_the_time_outside_the_worker_are_averaged_over_steps_two_on():
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    for record, send, worker in zip(records, (0.4, 0.05, 0.15), (8.0, 0.9, 1.7), strict=True):
+        record.update({"rollout/sync_send_s": send, "timing_s/generate_sequences": worker})
+    summary = grpo_table.summarize_verl(records)
+    assert abs(summary["rollout/sync_send_s"] - 0.1) < 1e-9
+    assert abs(summary["gen_outside_worker_s"] - 0.2) < 1e-9  # (1.0 - 0.9 + 2.0 - 1.7) / 2
+    assert "rollout/sync_wake_weights_s" not in summary
+
+
 def test_collector_pauses_are_averaged_over_steps_two_on():
     records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
     for record, pause, full in zip(records, (0.9, 0.2, 0.0), (3.0, 1.0, 0.0), strict=True):
