@@ -88,19 +88,18 @@ class HeapFreezer:
         slow to call per generation."""
 
     def before_generation(self, validate: bool = False) -> float:
-        if validate or not self.enabled or self.frozen:
+        if validate:
             return 0.0
         self.generations += 1
-        if self.generations <= self.warmup:
-            return 0.0
-        return self._freeze()
+        return self._freeze() if self.generations > self.warmup else 0.0
 
     def after_update(self) -> float:
-        if not self.enabled or self.frozen:
-            return 0.0
         return self._freeze()
 
     def _freeze(self) -> float:
+        """The one freeze (0.0 when turned off or already done)."""
+        if not self.enabled or self.frozen:
+            return 0.0
         start = time.perf_counter()
         gc.collect()  # garbage alive now would otherwise be frozen with the heap and never freed
         gc.freeze()
