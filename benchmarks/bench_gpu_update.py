@@ -78,7 +78,7 @@ BASE = dict(
     act_offload=False,
     tokens=32768,
     reshard=True,
-    kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the default, ``padded_flash``)
+    kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the FSDP default, ``varlen`` since session 18)
     fused_adam=False,  # optim.override_optimizer_config.fused: AdamW's step as one kernel instead of foreach ops
 )
 VARIANTS = {
@@ -110,8 +110,15 @@ VARIANTS = {
     "varlen+logits+compile+cudnn": dict(compile=True, kernel="padded"),
     # AdamW as one fused kernel (session 13's profile: 23 ms of foreach kernels a step against a ~6 ms floor)
     "varlen+logits+compile+fusedadam": dict(compile=True, fused_adam=True),
+    # fused AdamW with each attention kernel named (session 18 on an H200: varlen 0.575 s, padded_flash 0.694 s,
+    # cuDNN's padded 0.724 s); without a kernel named, a variant runs the FSDP default (padded_flash before session 18)
+    "varlen+logits+compile+fusedadam+fa2": dict(compile=True, fused_adam=True, kernel="varlen"),
+    "varlen+logits+compile+fusedadam+flash": dict(compile=True, fused_adam=True, kernel="padded_flash"),
+    "varlen+logits+compile+fusedadam+cudnn": dict(compile=True, fused_adam=True, kernel="padded"),
+    # the default path (varlen, fused AdamW) with a kernel-time profile of one step: where the 40% target's time goes
+    "varlen+logits+compile+fusedadam+profile": dict(compile=True, fused_adam=True),
 }
-PROFILED = {"varlen+logits+compile", "varlen+fused+liger"}
+PROFILED = {"varlen+logits+compile", "varlen+fused+liger", "varlen+logits+compile+fusedadam+profile"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
 STACK_PROFILED = {"varlen+logits+compile+stacks"}
 """Variants that print the device time of copy ops grouped by the Python stack that launched them."""

@@ -15,7 +15,9 @@
 #   table   issue 14's table: 6 steps of sglang, vllm and hf, and both bare engines (about 480 s warm)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
-#   update  issue 15's 0.5B update, fused AdamW with flash and with cuDNN attention
+#   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, and padded_flash
+#   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
+#   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -42,7 +44,11 @@ for preset in "$@"; do
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \
       --variant nofreeze=env:VERL_GC_FREEZE=0 --runs standalone-sglang,sglang,trl,sglang@nofreeze ;;
     update) PYTHONPATH=$VL item update 300 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      --variants varlen+logits+compile+fusedadam varlen+logits+compile+cudnn --budget 200 --timeout 150 --out "$OUT" ;;
+      --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+flash \
+      --budget 200 --timeout 150 --out "$OUT" ;;
+    trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
+    bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
+      --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;
     *) echo "unknown preset $preset (see the head of $0)" >&2 ;;
   esac
 done

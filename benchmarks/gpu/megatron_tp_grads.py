@@ -78,8 +78,8 @@ _records: list[dict] | None = None
 def _recording_attention(original):
     """``packed_causal_attention`` that appends each call's inputs, output and gradients to :data:`_records`."""
 
-    def attention(query, key, value, cu_seqlens, max_len, scale):
-        out = original(query, key, value, cu_seqlens, max_len, scale)
+    def attention(query, key, value, cu_seqlens, max_len, scale, *default_kernel):
+        out = original(query, key, value, cu_seqlens, max_len, scale, *default_kernel)
         if _records is None or not torch.is_grad_enabled():
             return out
         record = {name: t.detach().clone() for name, t in (("q", query), ("k", key), ("v", value))}
@@ -173,7 +173,7 @@ def _apply(variant: str) -> dict:
         from verl.models.mcore import attention
         from verl.workers.engine.fsdp.attention import _cpu_varlen
 
-        attention.packed_causal_attention = lambda q, k, v, cu, max_len, scale: _cpu_varlen(q, k, v, cu, scale)
+        attention.packed_causal_attention = lambda q, k, v, cu, max_len, scale, *_: _cpu_varlen(q, k, v, cu, scale)
     if variant == "repeat":
         from verl.workers.engine.fsdp import attention
 

@@ -9,10 +9,11 @@ sequences. For every sequence it
    (``q' = q cos + rotate_half(q) sin``, Su et al. 2021, RoFormer eq. 34), so any RoPE variant of transformers
    (llama3, yarn, linear, ...) matches the HF model exactly;
 2. runs causal softmax attention ``softmax(q k^T / sqrt(d)) v`` with grouped key/value heads through the FSDP
-   engine's :func:`~verl.workers.engine.fsdp.attention.packed_causal_attention`: torch's varlen flash kernel for
-   bf16/fp16 CUDA tensors (one call for the whole pack, no host sync), else ``scaled_dot_product_attention`` per
-   sequence. (A Python loop over the sequences on the GPU costs a few kernel launches per sequence and layer,
-   forward and backward: seconds per step for a few hundred packed rollouts.)
+   engine's :func:`~verl.workers.engine.fsdp.attention.packed_causal_attention` with its Megatron default kernel
+   (``MEGATRON_CUDA_KERNEL``, the pack right-padded for sdpa's flash backend) for bf16/fp16 CUDA tensors (one call
+   for the whole pack, no host sync), else ``scaled_dot_product_attention`` per sequence. (A Python loop over the
+   sequences on the GPU costs a few kernel launches per sequence and layer, forward and backward: seconds per step
+   for a few hundred packed rollouts.)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 from megatron.core.transformer.module import MegatronModule
 
-from verl.workers.engine.fsdp.attention import packed_causal_attention
+from verl.workers.engine.fsdp.attention import MEGATRON_CUDA_KERNEL, packed_causal_attention
 
 _ROPE_CACHE_ATTR = "_verl_rope_cos_sin"
 
@@ -115,5 +116,7 @@ class PackedRotaryAttention(MegatronModule):
         query = query * cos + rotate_half(query) * sin
         key = key * cos + rotate_half(key) * sin
         max_len = int(packed_seq_params.max_seqlen_q)
-        out = packed_causal_attention(query, key, value, packed_seq_params.cu_seqlens_q, max_len, self.softmax_scale)
+        out = packed_causal_attention(
+            query, key, value, packed_seq_params.cu_seqlens_q, max_len, self.softmax_scale, MEGATRON_CUDA_KERNEL
+        )
         return out.reshape(out.shape[0], -1)

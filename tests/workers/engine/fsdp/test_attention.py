@@ -182,12 +182,19 @@ def test_padded_flash_kernel_traces_whole_under_torch_compile():
 
 
 def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(monkeypatch):
+    """Unset, the FSDP engine gets torch's varlen kernel (``padded_flash`` on a torch without one) and the Megatron
+    engine ``padded_flash``; the variable overrides both."""
     from verl.workers.engine.fsdp import attention
 
     monkeypatch.delenv("VERL_PACKED_ATTENTION", raising=False)
+    assert attention.cuda_kernel() is attention._cuda_varlen
+    assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL) is attention._padded_flash_sdpa
+    monkeypatch.setattr(attention, "_cuda_varlen_kernel", lambda: None)
     assert attention.cuda_kernel() is attention._padded_flash_sdpa
+    monkeypatch.undo()
     monkeypatch.setenv("VERL_PACKED_ATTENTION", "padded")
     assert attention.cuda_kernel() is attention._padded_sdpa
+    assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL) is attention._padded_sdpa
     monkeypatch.setenv("VERL_PACKED_ATTENTION", "flash3")
     with pytest.raises(ValueError, match="VERL_PACKED_ATTENTION='flash3'.*padded"):
         attention.cuda_kernel()
@@ -195,19 +202,22 @@ def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(mo
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_packed_causal_attention_is_one_kernel_call_on_cuda():
-    """bf16 on the GPU (the Megatron engine's attention, default ``padded_flash`` kernel): the whole pack of 100
-    sequences in one sdpa call, not one per sequence."""
+@pytest.mark.parametrize("engine_default, op", [("padded_flash", "aten::scaled_dot_product_attention"),
+                                                 ("varlen", "torch_attn::_varlen_attn")])  # fmt: skip
+def test_packed_causal_attention_is_one_kernel_call_on_cuda(monkeypatch, engine_default, op):
+    """bf16 on the GPU with each engine's default kernel (Megatron: ``padded_flash``; FSDP: ``varlen``): the whole
+    pack of 100 sequences in one attention call, not one per sequence."""
     from torch.profiler import ProfilerActivity, profile
 
     from verl.workers.engine.fsdp.attention import packed_causal_attention
 
+    monkeypatch.delenv("VERL_PACKED_ATTENTION", raising=False)
     lens = [300, 7, 512, 1, 90] * 20
     cu_seqlens = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
     q, k, v = (torch.randn(sum(lens), h, 64, device="cuda", dtype=torch.bfloat16) for h in (12, 4, 4))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        out = packed_causal_attention(q, k, v, cu_seqlens, max(lens), 64**-0.5)
-    calls = [e.count for e in prof.key_averages() if e.key == "aten::scaled_dot_product_attention"]
+        out = packed_causal_attention(q, k, v, cu_seqlens, max(lens), 64**-0.5, engine_default)
+    calls = [e.count for e in prof.key_averages() if e.key == op]
     assert calls == [1]
     ref = _per_sequence_attention(q.float(), k.float(), v.float(), lens, 64**-0.5)
     assert float((out.float() - ref).norm() / ref.norm()) < 1e-2

@@ -5,22 +5,29 @@ boundaries travel as transformers' flash-attention keyword arguments, which ever
 attention function: ``cu_seq_lens_q/k (N + 1,) int32`` and ``max_length_q/k`` (see ``PackedBatch.attention_kwargs``).
 No ``(T, T)`` mask is built. Kernels:
 
-* CUDA (``VERL_PACKED_ATTENTION``, :data:`CUDA_KERNELS`):
+* CUDA (``VERL_PACKED_ATTENTION``, :data:`CUDA_KERNELS`; the default differs per engine, see
+  :data:`DEFAULT_CUDA_KERNEL` and :data:`MEGATRON_CUDA_KERNEL`):
 
-  - ``padded_flash`` (default): the pack's sequences right-padded into one ``(N, H, max_len, D)`` batch and causal
-    sdpa over it on the flash (else memory-efficient) backend; exact, since under a causal mask a sequence's trailing
-    padding is attended by nothing but itself. Kept off cuDNN's sdpa backend, which torch 2.11 picks for this batch
-    on an H100: its kernels are faster, but each call costs about 1 ms of host time, and a small model's training
-    phases are bound by the host. In the GRPO loop on one H100 (SmolLM2-135M, session 14, with one micro-batch
-    instead of two) the reference pass went from 0.40 to 0.20 s and the update from 1.02 to 0.59 s.
+  - ``varlen`` (the FSDP engine's default): ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels
+    inside torch, no padding). On one H200 (session 18, ``bench_gpu_update``, Qwen2.5-0.5B's shape, 64k packed
+    tokens, compiled layers, fused AdamW) the update took 0.575 s against 0.694 s with ``padded_flash`` and 0.724 s
+    with ``padded`` in the same call, at the same gradient norm (0.817 against 0.819). Where torch has no varlen
+    attention (before 2.10) the FSDP default falls back to ``padded_flash``. Not the Megatron engine's default:
+    with torch 2.11 (H200) a Megatron TP=2 step whose packs held a few 2-11-token sequences got weight gradients
+    far from float32's (grad norm 4.44 against 6.68, RMSNorm weight cosines down to -0.66; ``padded`` 6.61). Yet
+    all 240 of its calls on both ranks, replayed, gave the right dq/dk/dv and exactly zero gradients on the head
+    padding; alone on such packs it wrote nothing outside its own tensors; and a dummy sequence at the end of each
+    pack left the step's gradients bit-identical. The cause is not found; see
+    ``benchmarks/results/gpu_session11_2026-11-27.md``. The FSDP engine's bf16 update matches its float32
+    reference with either kernel (``tests/workers/engine/fsdp/test_engine_gpu.py``).
+  - ``padded_flash`` (the Megatron engine's default): the pack's sequences right-padded into one
+    ``(N, H, max_len, D)`` batch and causal sdpa over it on the flash (else memory-efficient) backend; exact, since
+    under a causal mask a sequence's trailing padding is attended by nothing but itself. Kept off cuDNN's sdpa
+    backend, which torch 2.11 picks for this batch on an H100: its kernels are faster, but each call costs about
+    1 ms of host time, and a small model's training phases are bound by the host. In the GRPO loop on one H100
+    (SmolLM2-135M, session 14, with one micro-batch instead of two) the reference pass went from 0.40 to 0.20 s and
+    the update from 1.02 to 0.59 s.
   - ``padded``: the same batch on whichever backend sdpa picks (cuDNN on an H100 with torch 2.11).
-  - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention-2 kernels inside torch, no padding,
-    about 1.6x faster for attention alone). Not the default: with torch 2.11 (H200) a Megatron TP=2 step whose
-    packs hold a few 2-11-token sequences got weight gradients far from float32's (grad norm 4.44 against 6.68,
-    RMSNorm weight cosines down to -0.66; ``padded`` 6.61). Yet all 240 of its calls on both ranks, replayed, gave
-    the right dq/dk/dv and exactly zero gradients on the head padding; alone on such packs it wrote nothing outside
-    its own tensors; and a dummy sequence at the end of each pack left the step's gradients bit-identical. The cause
-    is not found; see ``benchmarks/results/gpu_session11_2026-11-27.md``.
   - ``padded_jagged``: ``padded`` with torch's jagged <-> padded copy kernels instead of index tensors.
   - ``per_sequence``: the CPU kernel below.
 * CPU: ``scaled_dot_product_attention`` per sequence (causal). The block-diagonal mask of the ``sdpa`` path makes
@@ -192,12 +199,18 @@ CUDA_KERNELS = {
     "per_sequence": lambda q, k, v, cu_seqlens, max_len, scaling: _cpu_varlen(q, k, v, cu_seqlens, scaling),
 }
 """Packed causal attention kernels for half-precision CUDA tensors, chosen by ``VERL_PACKED_ATTENTION``."""
-DEFAULT_CUDA_KERNEL = "padded_flash"
+DEFAULT_CUDA_KERNEL = "varlen"
+"""The FSDP engine's kernel when ``VERL_PACKED_ATTENTION`` is unset (``padded_flash`` where torch has no varlen)."""
+MEGATRON_CUDA_KERNEL = "padded_flash"
+"""The Megatron engine's kernel when ``VERL_PACKED_ATTENTION`` is unset (``varlen``'s unexplained TP=2 gradients)."""
 
 
-def cuda_kernel():
-    """The CUDA kernel ``VERL_PACKED_ATTENTION`` names (default ``padded_flash``)."""
-    name = os.environ.get("VERL_PACKED_ATTENTION", DEFAULT_CUDA_KERNEL)
+def cuda_kernel(default: str = DEFAULT_CUDA_KERNEL):
+    """The CUDA kernel ``VERL_PACKED_ATTENTION`` names, else ``default`` (``varlen`` falls back to ``padded_flash``
+    when this torch has no varlen attention)."""
+    name = os.environ.get("VERL_PACKED_ATTENTION")
+    if name is None:
+        name = default if default != "varlen" or _cuda_varlen_kernel() is not None else "padded_flash"
     if name not in CUDA_KERNELS:
         raise ValueError(f"VERL_PACKED_ATTENTION={name!r}: choose one of {sorted(CUDA_KERNELS)}")
     if name == "varlen" and _cuda_varlen_kernel() is None:
@@ -208,14 +221,21 @@ def cuda_kernel():
 
 
 def packed_causal_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int, scaling: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_len: int,
+    scaling: float,
+    default_kernel: str = DEFAULT_CUDA_KERNEL,
 ) -> torch.Tensor:
     """``(T, Hq, D)`` causal attention of each packed sequence over its own tokens from ``query (T, Hq, D)`` and
-    ``key/value (T, Hkv, D)``: the :data:`CUDA_KERNELS` entry ``VERL_PACKED_ATTENTION`` names for half-precision
-    CUDA tensors, else sdpa per sequence (also used by the Megatron engine's attention,
-    :mod:`verl.models.mcore.attention`)."""
+    ``key/value (T, Hkv, D)``: the :data:`CUDA_KERNELS` entry ``VERL_PACKED_ATTENTION`` names (else
+    ``default_kernel``) for half-precision CUDA tensors, else sdpa per sequence (also used by the Megatron engine's
+    attention, :mod:`verl.models.mcore.attention`, with :data:`MEGATRON_CUDA_KERNEL`)."""
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        return cuda_kernel()(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
+        kernel = cuda_kernel(default_kernel)
+        return kernel(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
     return _cpu_varlen(query, key, value, cu_seqlens, scaling)
 
 
