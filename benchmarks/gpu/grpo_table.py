@@ -8,7 +8,12 @@ import statistics
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 VERL_ENGINES = ("vllm", "sglang", "hf")
 GC_KEYS = ("rollout/gc_pause_s", "rollout/gc_full_pause_s", "rollout/gc_full_collections")
-SYNC_PART_KEYS = ("rollout/sync_wake_weights_s", "rollout/sync_send_s", "rollout/sync_wake_cache_s")
+SYNC_PART_KEYS = (
+    "rollout/sync_empty_cache_s",
+    "rollout/sync_wake_weights_s",
+    "rollout/sync_send_s",
+    "rollout/sync_wake_cache_s",
+)
 AVERAGED_KEYS = GC_KEYS + SYNC_PART_KEYS
 """Worker metrics a run's summary averages when its records have them: the garbage collector's pauses inside each
 generation (verl.utils.gc_heap) and the weight sync's parts (verl.workers.sharding_manager.base)."""

@@ -117,6 +117,8 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
         start = self.begin_laps()
         if self.is_released:
             torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
+        self.lap("empty_cache")
+        if self.is_released:
             if self.engine is not None:
                 self.engine.resume_memory_occupation(tags=["weights"])
             self.rollout.barrier()

@@ -109,9 +109,10 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
 
     def enter_rollout_mode(self) -> None:
         start = self.begin_laps()
+        if self.is_sleeping and torch.cuda.is_available():
+            torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
+        self.lap("empty_cache")
         if self.is_sleeping:
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
             self.inference_engine.wake_up(tags=["weights"])
         self.lap("wake_weights")
         self.metrics["rollout/weight_tensors_synced"] = float(self.sync_weights())
