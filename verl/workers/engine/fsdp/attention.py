@@ -18,8 +18,9 @@ No ``(T, T)`` mask is built. Kernels:
     all 240 of its calls on both ranks, replayed, gave the right dq/dk/dv and exactly zero gradients on the head
     padding; alone on such packs it wrote nothing outside its own tensors; and a dummy sequence at the end of each
     pack left the step's gradients bit-identical. The cause is not found; see
-    ``benchmarks/results/gpu_session11_2026-11-27.md``. The FSDP engine's bf16 update matches its float32
-    reference with either kernel (``tests/workers/engine/fsdp/test_engine_gpu.py``).
+    ``benchmarks/results/gpu_session11_2026-11-27.md``. In the FSDP engine session 10's parity run found no
+    difference between the two kernels; its GPU test against the float32 reference
+    (``tests/workers/engine/fsdp/test_engine_gpu.py``) runs this default.
   - ``padded_flash`` (the Megatron engine's default): the pack's sequences right-padded into one
     ``(N, H, max_len, D)`` batch and causal sdpa over it on the flash (else memory-efficient) backend; exact, since
     under a causal mask a sequence's trailing padding is attended by nothing but itself. Kept off cuDNN's sdpa
