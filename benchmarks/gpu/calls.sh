@@ -15,7 +15,8 @@
 #   table   issue 14's table: 6 steps of sglang, vllm and hf, and both bare engines (about 480 s warm)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
-#   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, and padded_flash
+#   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
+#           backward re-gather (noreshard), and with padded_flash (about 240 s)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 set -uo pipefail
@@ -44,8 +45,8 @@ for preset in "$@"; do
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \
       --variant nofreeze=env:VERL_GC_FREEZE=0 --runs standalone-sglang,sglang,trl,sglang@nofreeze ;;
     update) PYTHONPATH=$VL item update 300 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+flash \
-      --budget 200 --timeout 150 --out "$OUT" ;;
+      --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+noreshard \
+      varlen+logits+compile+fusedadam+flash --budget 170 --timeout 150 --out "$OUT" ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;
