@@ -182,16 +182,27 @@ def test_padded_flash_kernel_traces_whole_under_torch_compile():
 
 
 def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(monkeypatch):
-    """Unset, the FSDP engine gets torch's varlen kernel (``padded_flash`` on a torch without one) and the Megatron
-    engine ``padded_flash``; the variable overrides both."""
+    """Unset, the FSDP engine gets torch's varlen kernel on an Ampere-or-newer device (``padded_flash`` on a torch
+    without one, an older device, or a head size FlashAttention-2 does not take) and the Megatron engine
+    ``padded_flash``; the variable overrides both."""
     from verl.workers.engine.fsdp import attention
 
     monkeypatch.delenv("VERL_PACKED_ATTENTION", raising=False)
+    monkeypatch.setattr(attention, "_cuda_capability", lambda: (9, 0))  # an H100
     assert attention.cuda_kernel() is attention._cuda_varlen
-    assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL) is attention._padded_flash_sdpa
-    monkeypatch.setattr(attention, "_cuda_varlen_kernel", lambda: None)
-    assert attention.cuda_kernel() is attention._padded_flash_sdpa
+    assert attention.cuda_kernel(head_dim=128) is attention._cuda_varlen
+    assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL, 128) is attention._padded_flash_sdpa
+    for head_dim in (100, 512):  # not a multiple of 8; over 256
+        assert attention.cuda_kernel(head_dim=head_dim) is attention._padded_flash_sdpa
+    monkeypatch.setattr(attention, "_cuda_capability", lambda: (7, 0))  # a V100
+    assert attention.cuda_kernel(head_dim=128) is attention._padded_flash_sdpa
+    monkeypatch.setattr(attention, "_cuda_capability", lambda: (8, 0))
+    monkeypatch.setattr(attention, "_cuda_varlen_kernel", lambda: None)  # a torch before 2.10
+    assert attention.cuda_kernel(head_dim=128) is attention._padded_flash_sdpa
     monkeypatch.undo()
+    monkeypatch.setenv("VERL_PACKED_ATTENTION", "varlen")  # named, it is not replaced on a device it cannot run on
+    monkeypatch.setattr(attention, "_cuda_capability", lambda: (7, 0))
+    assert attention.cuda_kernel(head_dim=100) is attention._cuda_varlen
     monkeypatch.setenv("VERL_PACKED_ATTENTION", "padded")
     assert attention.cuda_kernel() is attention._padded_sdpa
     assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL) is attention._padded_sdpa
