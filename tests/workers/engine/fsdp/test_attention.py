@@ -194,6 +194,8 @@ def test_packed_attention_kernel_is_chosen_by_env_and_a_wrong_name_is_refused(mo
     assert attention.cuda_kernel(attention.MEGATRON_CUDA_KERNEL, 128) is attention._padded_flash_sdpa
     for head_dim in (100, 512):  # not a multiple of 8; over 256
         assert attention.cuda_kernel(head_dim=head_dim) is attention._padded_flash_sdpa
+    assert attention.cuda_kernel(head_dim=64, dtype=torch.bfloat16) is attention._cuda_varlen
+    assert attention.cuda_kernel(head_dim=64, dtype=torch.float32) is attention._padded_flash_sdpa  # a float32 model
     monkeypatch.setattr(attention, "_cuda_capability", lambda: (7, 0))  # a V100
     assert attention.cuda_kernel(head_dim=128) is attention._padded_flash_sdpa
     monkeypatch.setattr(attention, "_cuda_capability", lambda: (8, 0))

@@ -12,8 +12,8 @@ No ``(T, T)`` mask is built. Kernels:
     inside torch, no padding). On one H200 (session 18, ``bench_gpu_update``, Qwen2.5-0.5B's shape, 64k packed
     tokens, compiled layers, fused AdamW) the update took 0.575 s against 0.694 s with ``padded_flash`` and 0.724 s
     with ``padded`` in the same call, at the same gradient norm (0.817 against 0.819). Where torch has no varlen
-    attention (before 2.10), on a device older than Ampere, or for a head size FlashAttention-2 does not take, the
-    FSDP default falls back to ``padded_flash``. Not the Megatron engine's default:
+    attention (before 2.10), on a device older than Ampere, or for a head size or dtype (float32) FlashAttention-2
+    does not take, the FSDP default falls back to ``padded_flash``. Not the Megatron engine's default:
     with torch 2.11 (H200) a Megatron TP=2 step whose packs held a few 2-11-token sequences got weight gradients
     far from float32's (grad norm 4.44 against 6.68, RMSNorm weight cosines down to -0.66; ``padded`` 6.61). Yet
     all 240 of its calls on both ranks, replayed, gave the right dq/dk/dv and exactly zero gradients on the head
@@ -218,20 +218,23 @@ def _varlen_runs_here() -> bool:
     return _cuda_varlen_kernel() is not None and _cuda_capability() >= (8, 0)
 
 
-def _varlen_default_fits(head_dim: int | None) -> bool:
-    """Whether a ``varlen`` default may run here (:func:`_varlen_runs_here`) for this head size (FlashAttention-2
-    takes a multiple of 8, at most 256). Else the default is ``padded_flash``, whose sdpa falls back to the
-    memory-efficient kernel where flash cannot run (a V100 or T4, say)."""
+def _varlen_default_fits(head_dim: int | None, dtype: torch.dtype | None) -> bool:
+    """Whether a ``varlen`` default may run here (:func:`_varlen_runs_here`) for this head size and dtype
+    (FlashAttention-2 takes a multiple of 8, at most 256, in fp16 or bf16). Else the default is ``padded_flash``,
+    whose sdpa falls back to the memory-efficient or math kernel where flash cannot run (a V100 or T4, say, or a
+    float32 model)."""
+    if dtype is not None and dtype not in (torch.float16, torch.bfloat16):
+        return False
     return _varlen_runs_here() and (head_dim is None or (head_dim % 8 == 0 and head_dim <= 256))
 
 
-def cuda_kernel(default: str = DEFAULT_CUDA_KERNEL, head_dim: int | None = None):
+def cuda_kernel(default: str = DEFAULT_CUDA_KERNEL, head_dim: int | None = None, dtype: torch.dtype | None = None):
     """The CUDA kernel ``VERL_PACKED_ATTENTION`` names, else ``default``; a ``varlen`` default becomes
     ``padded_flash`` where it cannot run (:func:`_varlen_default_fits`; an explicitly named ``varlen`` is not
     replaced)."""
     name = os.environ.get("VERL_PACKED_ATTENTION")
     if name is None:
-        name = default if default != "varlen" or _varlen_default_fits(head_dim) else "padded_flash"
+        name = default if default != "varlen" or _varlen_default_fits(head_dim, dtype) else "padded_flash"
     if name not in CUDA_KERNELS:
         raise ValueError(f"VERL_PACKED_ATTENTION={name!r}: choose one of {sorted(CUDA_KERNELS)}")
     if name == "varlen" and _cuda_varlen_kernel() is None:
@@ -255,7 +258,7 @@ def packed_causal_attention(
     ``default_kernel``) for half-precision CUDA tensors, else sdpa per sequence (also used by the Megatron engine's
     attention, :mod:`verl.models.mcore.attention`, with :data:`MEGATRON_CUDA_KERNEL`)."""
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        kernel = cuda_kernel(default_kernel, query.shape[-1])
+        kernel = cuda_kernel(default_kernel, query.shape[-1], query.dtype)
         return kernel(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
     return _cpu_varlen(query, key, value, cu_seqlens, scaling)
 
@@ -313,7 +316,7 @@ def varlen_attention_forward(
         # a full cu_seqlens check would sync the device every layer; a too-long sequence costs nothing to catch
         if int(max_len) > q.shape[0]:
             raise _boundary_error(module, f"max_length_q={int(max_len)}", q.shape[0])
-        kernel = cuda_kernel(DEFAULT_CUDA_KERNEL, q.shape[-1])
+        kernel = cuda_kernel(DEFAULT_CUDA_KERNEL, q.shape[-1], q.dtype)
         out = kernel(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
     else:
         if int(cu_seqlens[-1]) != q.shape[0]:
