@@ -244,6 +244,12 @@ def cuda_kernel(default: str = DEFAULT_CUDA_KERNEL, head_dim: int | None = None,
     return CUDA_KERNELS[name]
 
 
+def _on_cuda_kernel(default: str, query, key, value, cu_seqlens, max_len: int, scaling: float) -> torch.Tensor:
+    """``(T, Hq, D)`` from the CUDA kernel :func:`cuda_kernel` picks for ``query (T, Hq, D)``'s head size and dtype."""
+    kernel = cuda_kernel(default, query.shape[-1], query.dtype)
+    return kernel(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
+
+
 def packed_causal_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -258,8 +264,7 @@ def packed_causal_attention(
     ``default_kernel``) for half-precision CUDA tensors, else sdpa per sequence (also used by the Megatron engine's
     attention, :mod:`verl.models.mcore.attention`, with :data:`MEGATRON_CUDA_KERNEL`)."""
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        kernel = cuda_kernel(default_kernel, query.shape[-1], query.dtype)
-        return kernel(query.contiguous(), key.contiguous(), value.contiguous(), cu_seqlens, max_len, scaling)
+        return _on_cuda_kernel(default_kernel, query, key, value, cu_seqlens, max_len, scaling)
     return _cpu_varlen(query, key, value, cu_seqlens, scaling)
 
 
@@ -316,8 +321,7 @@ def varlen_attention_forward(
         # a full cu_seqlens check would sync the device every layer; a too-long sequence costs nothing to catch
         if int(max_len) > q.shape[0]:
             raise _boundary_error(module, f"max_length_q={int(max_len)}", q.shape[0])
-        kernel = cuda_kernel(DEFAULT_CUDA_KERNEL, q.shape[-1], q.dtype)
-        out = kernel(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens, int(max_len), scaling)
+        out = _on_cuda_kernel(DEFAULT_CUDA_KERNEL, q, k, v, cu_seqlens, int(max_len), scaling)
     else:
         if int(cu_seqlens[-1]) != q.shape[0]:
             raise _boundary_error(module, f"cu_seq_lens_q[-1]={int(cu_seqlens[-1])}", q.shape[0])
