@@ -80,6 +80,7 @@ BASE = dict(
     reshard=True,
     kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the FSDP default, ``varlen`` since session 18)
     fused_adam=False,  # optim.override_optimizer_config.fused: AdamW's step as one kernel instead of foreach ops
+    logprob=None,  # VERL_LOGPROB_KERNEL ("compile": the chunked torch.compile log-prob head; None: Triton on CUDA)
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -120,6 +121,9 @@ VARIANTS = {
     # the same keeping the bf16 parameters gathered from forward to backward (one rank holds them all anyway; slower
     # in session 5 with the padded kernel and foreach AdamW, not measured since)
     "varlen+logits+compile+fusedadam+noreshard": dict(compile=True, fused_adam=True, reshard=False),
+    # the log-prob head as torch.compile'd chunks, the default until session 19 (session 19's profile: 52 ms of its
+    # element-wise kernels a step, about 4x their memory-traffic floor); the default is now two Triton kernels
+    "varlen+logits+compile+fusedadam+tlcompile": dict(compile=True, fused_adam=True, logprob="compile"),
 }
 PROFILED = {"varlen+logits+compile", "varlen+fused+liger", "varlen+logits+compile+fusedadam+profile"}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
@@ -222,6 +226,8 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     spec = {**BASE, **VARIANTS[variant]}
+    if spec["logprob"]:
+        os.environ["VERL_LOGPROB_KERNEL"] = spec["logprob"]
     if spec["kernel"]:
         from benchmarks.gpu.packed_attention import use_kernel
 
@@ -444,7 +450,39 @@ def kernel_checks() -> dict:
             a @ b
         torch.cuda.synchronize()
         out["matmul_8192_bf16_tflops"] = 20 * 2 * 8192**3 / (time.perf_counter() - start) / 1e12
+        out["logprob_head_ms"] = logprob_head_times()
     return out
+
+
+def logprob_head_times(rows: int = 32768, vocab: int = 151936) -> dict:
+    """Milliseconds of the log-prob head's forward and of its backward over one micro-batch's bf16 logits
+    ``(rows, vocab)`` (the 0.5B update's), with the Triton kernels and with the compiled chunks, median of 5."""
+    import torch
+
+    from verl.utils.chunked_logprobs import log_probs_from_logits
+
+    labels = torch.randint(0, vocab, (rows,), device="cuda")
+    base = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
+    times: dict = {}
+    for kernel in ("triton", "compile"):
+        os.environ["VERL_LOGPROB_KERNEL"] = kernel
+        forward_ms, backward_ms = [], []
+        for _ in range(7):
+            source = base.clone().requires_grad_(True)
+            logits = source * 1  # non-leaf: the backward writes over it, as over the model's logits
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            log_prob, _ = log_probs_from_logits(logits, labels, 1.0, False, compiled=True)
+            torch.cuda.synchronize()
+            middle = time.perf_counter()
+            torch.autograd.grad(log_prob.sum(), logits)
+            torch.cuda.synchronize()
+            forward_ms.append(1e3 * (middle - start))
+            backward_ms.append(1e3 * (time.perf_counter() - middle))
+            del source, logits, log_prob
+        times[kernel] = {"forward": statistics.median(forward_ms[2:]), "backward": statistics.median(backward_ms[2:])}
+    os.environ.pop("VERL_LOGPROB_KERNEL")
+    return times
 
 
 def _child(args) -> None:

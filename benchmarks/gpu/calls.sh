@@ -17,6 +17,9 @@
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
 #           backward re-gather (noreshard), and with padded_flash (about 240 s)
+#   logprob issue 15's 0.5B update with the Triton log-prob head (the default since session 19, profiled), with the
+#           compiled chunks it replaced, and without the backward re-gather; the head's own times (about 200 s; it
+#           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 set -uo pipefail
@@ -47,6 +50,9 @@ for preset in "$@"; do
     update) PYTHONPATH=$VL item update 300 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+noreshard \
       varlen+logits+compile+fusedadam+flash --budget 170 --timeout 150 --out "$OUT" ;;
+    logprob) PYTHONPATH=$VL item logprob 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+tlcompile \
+      varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 120 --out "$OUT" ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;

@@ -11,7 +11,8 @@ and the gradients used by the backward passes (Bishop, PRML §4.3.4 for the soft
 Two entry points, both exact (only float32 summation order differs from a full ``log_softmax``):
 
 * :func:`log_probs_from_logits` takes ``logits (N, V)`` the model already made and never holds more than one
-  float32 chunk besides them; the backward writes the gradient into the logits' own storage.
+  float32 chunk besides them; the backward writes the gradient into the logits' own storage. On CUDA it runs
+  :mod:`verl.utils.triton_logprobs`' two kernels instead of chunks (one pass over the logits each way).
 * :func:`log_probs_from_hidden` takes the last hidden states ``(N, H)`` and the output-layer weight ``(V, H)``:
   the ``(N, V)`` logits never exist at once, in forward or backward (each chunk's logits are recomputed in the
   backward pass, one extra ``N x H x V`` matmul for ``(N, V)`` of memory saved). This is the fused
@@ -25,6 +26,8 @@ from __future__ import annotations
 from functools import cache
 
 import torch
+
+from verl.utils import triton_logprobs
 
 # float32 elements of one chunk of logits: 64 MiB on CPU; 512 MiB on GPU, where larger matmuls run faster
 CHUNK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 27}
@@ -153,6 +156,14 @@ class _LogProbsFromLogits(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, labels, temperature: float, with_entropy: bool, chunk_rows: int, compiled: bool):
         ctx.set_materialize_grads(False)
+        ctx.temperature, ctx.chunk_rows, ctx.compiled = temperature, chunk_rows, compiled
+        # the backward writes into the logits' storage, which only this function reads (the model made them)
+        ctx.inplace = not logits.is_leaf
+        ctx.triton = triton_logprobs.usable(logits)
+        if ctx.triton:  # CUDA: one pass over the logits each way, no float32 chunk (verl.utils.triton_logprobs)
+            log_prob, entropy, lse = triton_logprobs.forward(logits, labels, temperature, with_entropy)
+            ctx.save_for_backward(logits, labels, lse, entropy)
+            return log_prob, entropy
         chunk_forward, _ = _chunk_fns(compiled)
         num_rows = logits.shape[0]
         log_prob = torch.empty(num_rows, dtype=_reduction_dtype(logits.dtype), device=logits.device)
@@ -165,15 +176,16 @@ class _LogProbsFromLogits(torch.autograd.Function):
             if with_entropy:
                 entropy[rows] = chunk_entropy
         ctx.save_for_backward(logits, labels, lse, entropy if with_entropy else None)
-        ctx.temperature, ctx.chunk_rows, ctx.compiled = temperature, chunk_rows, compiled
-        # the backward writes into the logits' storage, which only this function reads (the model made them)
-        ctx.inplace = not logits.is_leaf
         return log_prob, entropy
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_log_prob, grad_entropy):
         logits, labels, lse, entropy = ctx.saved_tensors
+        if ctx.triton:
+            grads = (g.contiguous() if g is not None else None for g in (grad_log_prob, grad_entropy))
+            grad = triton_logprobs.backward(logits, labels, lse, entropy, *grads, ctx.temperature, ctx.inplace)
+            return grad, None, None, None, None, None
         if ctx.compiled and ctx.inplace:
             into_logits = _compiled(_chunk_backward_into_logits)
             for start in range(0, logits.shape[0], ctx.chunk_rows):
@@ -257,10 +269,11 @@ def log_probs_from_logits(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(log_prob (N,), entropy (N,) | None)`` of ``softmax(logits / temperature)`` at ``labels (N,)`` from
     ``logits (N, V)`` in any float dtype. The backward overwrites a non-leaf ``logits`` with its gradient.
-    ``compiled`` runs each chunk's math as ``torch.compile``-fused kernels."""
+    On CUDA two Triton kernels do it in one pass each way (:mod:`verl.utils.triton_logprobs`); elsewhere, chunks of
+    rows, where ``compiled`` runs each chunk's math as ``torch.compile``-fused kernels."""
     _check(logits, labels, temperature)
     chunk_rows = chunk_rows or rows_per_chunk(logits.shape[1], logits.device)
-    args = (logits, labels.long(), float(temperature), calculate_entropy, chunk_rows, compiled)
+    args = (logits, labels.long().contiguous(), float(temperature), calculate_entropy, chunk_rows, compiled)
     return _LogProbsFromLogits.apply(*args)
 
 
