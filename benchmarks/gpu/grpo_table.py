@@ -14,9 +14,10 @@ SYNC_PART_KEYS = (
     "rollout/sync_send_s",
     "rollout/sync_wake_cache_s",
 )
-AVERAGED_KEYS = GC_KEYS + SYNC_PART_KEYS
+AVERAGED_KEYS = GC_KEYS + SYNC_PART_KEYS + ("rollout/sync_empty_cache_skipped",)
 """Worker metrics a run's summary averages when its records have them: the garbage collector's pauses inside each
-generation (verl.utils.gc_heap) and the weight sync's parts (verl.workers.sharding_manager.base)."""
+generation (verl.utils.gc_heap), the weight sync's parts (verl.workers.sharding_manager.base) and the fraction of
+wakes that kept training's cached blocks (verl.workers.sharding_manager.memory.WakeMemory)."""
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 
 

@@ -20,3 +20,60 @@ def test_cpu_metrics_track_process_rss():
     assert abs(after["perf/training_memory_gb"] - rss_after_gb) < 0.05
     assert after["perf/training_max_memory_gb"] >= after["perf/training_memory_gb"]
     del block
+
+
+GB = 1 << 30
+
+
+class Device:
+    """A device's memory as the driver sees it: training's cached blocks and the engine's pools are both in use."""
+
+    def __init__(self, total: int, engine: int, training_cache: int) -> None:
+        self.total, self.engine, self.training_cache, self.engine_awake = total, engine, training_cache, True
+
+    def memory(self) -> tuple[int, int]:
+        used = self.training_cache + (self.engine if self.engine_awake else 0)
+        return self.total - used, self.total
+
+
+def test_wake_keeps_trainings_cache_only_when_the_device_holds_the_engine_too():
+    from verl.workers.sharding_manager.memory import WakeMemory
+
+    # the GRPO benchmark on an H200 (session 19): 26 GB engine; training leaves 2 GB cached at the sleep and holds
+    # 63 GB at the next wake. Free then: 141 - 63 = 78 GB >= 26 + 14.1 (10% of the device): no empty needed.
+    h200 = Device(total=141 * GB, engine=26 * GB, training_cache=2 * GB)
+    wake = WakeMemory(h200.memory)
+    assert wake.needs_empty_cache()  # nothing measured before the first sleep
+    wake.before_release()
+    h200.engine_awake = False
+    wake.after_release()
+    assert wake.engine_bytes == 26 * GB
+    h200.training_cache = 63 * GB
+    assert not wake.needs_empty_cache()
+    # the same workload on an 80 GB H100: free 17 GB < 26 + 8 GB
+    h100 = Device(total=80 * GB, engine=26 * GB, training_cache=2 * GB)
+    wake = WakeMemory(h100.memory)
+    wake.before_release()
+    h100.engine_awake = False
+    wake.after_release()
+    h100.training_cache = 63 * GB
+    assert wake.needs_empty_cache()
+    # the margin is at least 4 GiB on a small device: 16 GB, engine 6, cache 7 -> free 9 >= 6 + 1.6 but < 6 + 4
+    small = Device(total=16 * GB, engine=6 * GB, training_cache=0)
+    wake = WakeMemory(small.memory)
+    wake.before_release()
+    small.engine_awake = False
+    wake.after_release()
+    small.training_cache = 7 * GB
+    assert wake.needs_empty_cache()
+    small.training_cache = 11 * GB // 2  # free 10.5 >= 6 + 4
+    assert not wake.needs_empty_cache()
+
+
+def test_without_a_cuda_device_there_is_nothing_to_empty():
+    from verl.workers.sharding_manager.memory import WakeMemory
+
+    wake = WakeMemory(lambda: None)
+    wake.before_release()
+    wake.after_release()
+    assert wake.engine_bytes is None and not wake.needs_empty_cache()

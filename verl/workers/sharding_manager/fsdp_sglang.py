@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 from verl.workers.sharding_manager.base import TensorParallelShardingManager
-from verl.workers.sharding_manager.memory import memory_metrics
+from verl.workers.sharding_manager.memory import WakeMemory, memory_metrics
 
 DEFAULT_BUCKET_BYTES = 512 << 20
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -64,6 +64,7 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
         self.free_cache_engine = bool(rollout.config.free_cache_engine)
         self.engine_dtype = TORCH_DTYPES.get(rollout.engine_kwargs["dtype"])
         self.is_released = False
+        self.wake_memory = WakeMemory()
         self.tp_size = rollout.layout.size
         self.tp_rank = rollout.layout.rank
         self.tp_cpu_group = rollout.cpu_group
@@ -116,7 +117,10 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
     def enter_rollout_mode(self) -> None:
         start = self.begin_laps()
         if self.is_released:
-            torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
+            emptied = self.wake_memory.needs_empty_cache()
+            if emptied:  # training's cached blocks back to the device before the engine maps its own
+                torch.cuda.empty_cache()
+            self.metrics["rollout/sync_empty_cache_skipped"] = float(not emptied)
         self.lap("empty_cache")
         if self.is_released:
             if self.engine is not None:
@@ -137,9 +141,11 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
     def exit_rollout_mode(self) -> None:
         start = time.perf_counter()
         if self.free_cache_engine:
+            self.wake_memory.before_release()
             if self.engine is not None:
                 self.engine.release_memory_occupation()
             self.rollout.barrier()
+            self.wake_memory.after_release()
             self.is_released = True
             torch.cuda.empty_cache()
         self.metrics["timing_s/release_memory"] = time.perf_counter() - start

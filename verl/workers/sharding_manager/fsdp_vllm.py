@@ -24,7 +24,7 @@ from torch import nn
 
 from verl.workers.rollout.vllm_rollout.multimodal import reset_multimodal_caches
 from verl.workers.sharding_manager.base import TensorParallelShardingManager
-from verl.workers.sharding_manager.memory import memory_metrics
+from verl.workers.sharding_manager.memory import WakeMemory, memory_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
         if self.free_cache_engine and not self.sleep_enabled:
             _warn_no_sleep_once()
         self.is_sleeping = False
+        self.wake_memory = WakeMemory()
         self.engine_dtype: torch.dtype = model_config.dtype
         from vllm.platforms import current_platform
 
@@ -110,7 +111,10 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
     def enter_rollout_mode(self) -> None:
         start = self.begin_laps()
         if self.is_sleeping and torch.cuda.is_available():
-            torch.cuda.empty_cache()  # training's cached blocks back to the device before the engine maps its own
+            emptied = self.wake_memory.needs_empty_cache()
+            if emptied:  # training's cached blocks back to the device before the engine maps its own
+                torch.cuda.empty_cache()
+            self.metrics["rollout/sync_empty_cache_skipped"] = float(not emptied)
         self.lap("empty_cache")
         if self.is_sleeping:
             self.inference_engine.wake_up(tags=["weights"])
@@ -129,7 +133,9 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
     def exit_rollout_mode(self) -> None:
         start = time.perf_counter()
         if self.free_cache_engine and self.sleep_enabled:
+            self.wake_memory.before_release()
             self.inference_engine.sleep(level=SLEEP_LEVEL)
+            self.wake_memory.after_release()
             self.is_sleeping = True
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
