@@ -81,6 +81,8 @@ BASE = dict(
     kernel=None,  # VERL_PACKED_ATTENTION for verl_varlen on CUDA (None: the FSDP default, ``varlen`` since session 18)
     fused_adam=False,  # optim.override_optimizer_config.fused: AdamW's step as one kernel instead of foreach ops
     logprob=None,  # VERL_LOGPROB_KERNEL ("compile": the chunked torch.compile log-prob head; None: Triton on CUDA)
+    static=False,  # compile the decoder layers for each micro-batch's exact length (the engine: dynamic=True)
+    nd_tiling=False,  # inductor's prefer_nd_tiling: tiled index math in the layers' element-wise kernels
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -124,8 +126,19 @@ VARIANTS = {
     # the log-prob head as torch.compile'd chunks, the default until session 19 (session 19's profile: 52 ms of its
     # element-wise kernels a step, about 4x their memory-traffic floor); the default is now two Triton kernels
     "varlen+logits+compile+fusedadam+tlcompile": dict(compile=True, fused_adam=True, logprob="compile"),
+    # session 19's profile: RoPE's compiled element-wise kernels (forward 216 us, backward 355 us a layer and
+    # micro-batch) run at about a fifth of their memory-traffic floor, as the log-prob chunks did; the dynamic token
+    # dimension is the suspect (inductor's coalescing analysis skips dynamic shapes). Static shapes bound the gain
+    # (the bench's micro-batches repeat every step, so each length compiles once); nd tiling is the cheap cure to try
+    "varlen+logits+compile+fusedadam+static": dict(compile=True, fused_adam=True, static=True),
+    "varlen+logits+compile+fusedadam+ndtiling": dict(compile=True, fused_adam=True, nd_tiling=True),
 }
-PROFILED = {"varlen+logits+compile", "varlen+fused+liger", "varlen+logits+compile+fusedadam+profile"}
+PROFILED = {
+    "varlen+logits+compile",
+    "varlen+fused+liger",
+    "varlen+logits+compile+fusedadam+profile",
+    "varlen+logits+compile+fusedadam+static",
+}
 """Variants that also print a kernel-time profile of one step (where the time goes)."""
 STACK_PROFILED = {"varlen+logits+compile+stacks"}
 """Variants that print the device time of copy ops grouped by the Python stack that launched them."""
@@ -228,6 +241,13 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     spec = {**BASE, **VARIANTS[variant]}
     if spec["logprob"]:
         os.environ["VERL_LOGPROB_KERNEL"] = spec["logprob"]
+    if spec["static"]:
+        compile_dynamic = torch.compile
+        torch.compile = lambda fn, **kwargs: compile_dynamic(fn, **{**kwargs, "dynamic": False})
+    if spec["nd_tiling"]:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.triton.prefer_nd_tiling = True
     if spec["kernel"]:
         from benchmarks.gpu.packed_attention import use_kernel
 

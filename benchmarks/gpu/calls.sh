@@ -20,6 +20,11 @@
 #   logprob issue 15's 0.5B update with the Triton log-prob head (the default since session 19, profiled), with the
 #           compiled chunks it replaced, and without the backward re-gather; the head's own times (about 200 s; it
 #           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
+#   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels) and
+#           inductor's nd tiling (about 200 s; the common set without Ray is enough, as for logprob)
+#   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
+#           same call (session 19: the loop's engine made 55k tok/s in the sampled table call, 67k in the unsampled
+#           TRL call; about 420 s warm)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 set -uo pipefail
@@ -53,6 +58,11 @@ for preset in "$@"; do
     logprob) PYTHONPATH=$VL item logprob 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+tlcompile \
       varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 120 --out "$OUT" ;;
+    shapes) PYTHONPATH=$VL item shapes 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+static \
+      varlen+logits+compile+fusedadam+ndtiling --budget 200 --timeout 120 --out "$OUT" ;;
+    ratio) grpo ratio 580 --memory-sample-ms 0 --timeout 200 --variant again= \
+      --runs standalone-sglang,sglang,standalone-sglang@again,trl ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;

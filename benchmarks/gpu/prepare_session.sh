@@ -10,6 +10,7 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"
 make install
 SETS="common vllm sglang" STAGE_OUT=.stage-vs benchmarks/gpu/stage.sh
+benchmarks/gpu/stage_common.sh  # .stage-cm/1: the update benchmark's one-part stage (no engine, no Ray)
 .venv/bin/python examples/data_preprocess/gsm8k.py --local_dataset_path ../shared/data/gsm8k \
   --local_save_dir .carry/data --max_samples 320
 grep -qx "/.carry/" .git/info/exclude 2>/dev/null || echo "/.carry/" >> .git/info/exclude

@@ -58,6 +58,8 @@ SCRIPT = textwrap.dedent(
             "lp_dtype": str(lp.dtype),
             "grad_dtype": str(grad.dtype),
         })
+    outside = triton_logprobs.forward(torch.randn(2, 300), torch.tensor([300, -1]), 1.0, False)[0]
+    report.append({"outside_vocabulary": outside.tolist()})
     print("REPORT " + json.dumps(report))
     """
 )
@@ -116,3 +118,8 @@ def test_compile_override_names_the_chunked_path(monkeypatch):
     assert triton_logprobs.usable(logits)
     monkeypatch.setenv(triton_logprobs.ENV, "compile")
     assert not triton_logprobs.usable(logits)
+
+
+def test_a_label_outside_the_vocabulary_reads_nothing(report):
+    """The kernel masks the label's load: log-prob -inf instead of reading past the row."""
+    assert report[-1]["outside_vocabulary"] == [float("-inf")] * 2

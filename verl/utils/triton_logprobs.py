@@ -64,7 +64,8 @@ def _triton():
             running_max = new_max
         lse = running_max + tl.log(sum_exp)
         label = tl.load(labels_ptr + row)
-        z_label = tl.load(base + label).to(tl.float32)
+        # a label outside the vocabulary reads nothing (log-prob -inf) where torch's gather would raise
+        z_label = tl.load(base + label, mask=(label >= 0) & (label < vocab), other=-float("inf")).to(tl.float32)
         if TEMPERED:
             z_label = z_label * inv_temperature
         tl.store(log_prob_ptr + row, z_label - lse)
@@ -102,9 +103,15 @@ def _triton():
     return triton, forward_kernel, backward_kernel
 
 
+@cache
+def _triton_runs_on(device_index: int) -> bool:
+    """Triton compiles for Volta (compute capability 7.0) and newer."""
+    return torch.cuda.get_device_capability(device_index) >= (7, 0)
+
+
 def usable(logits: torch.Tensor) -> bool:
-    """Whether the kernels take ``logits``: on CUDA with Triton, float16/bfloat16/float32, ``(N, V)`` with unit
-    column stride, and ``VERL_LOGPROB_KERNEL`` not set to ``compile``."""
+    """Whether the kernels take ``logits``: on a CUDA GPU Triton compiles for, Triton importable,
+    float16/bfloat16/float32 ``(N, V)`` with unit column stride, and ``VERL_LOGPROB_KERNEL`` not ``compile``."""
     if os.environ.get(ENV, "").strip().lower() == "compile":
         return False
     return (
@@ -113,6 +120,7 @@ def usable(logits: torch.Tensor) -> bool:
         and logits.dtype in (torch.float16, torch.bfloat16, torch.float32)
         and (logits.stride(1) == 1 or logits.shape[1] == 1)
         and _triton() is not None
+        and _triton_runs_on(logits.device.index if logits.device.index is not None else torch.cuda.current_device())
     )
 
 
