@@ -20,6 +20,8 @@
 #   logprob issue 15's 0.5B update with the Triton log-prob head (the default since session 19, profiled), with the
 #           compiled chunks it replaced, and without the backward re-gather; the head's own times (about 200 s; it
 #           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
+#   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
+#           130 s; with `trl` after it, issue 15's whole GPU part in one call)
 #   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels) and
 #           inductor's nd tiling (about 200 s; the common set without Ray is enough, as for logprob)
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
@@ -58,6 +60,8 @@ for preset in "$@"; do
     logprob) PYTHONPATH=$VL item logprob 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+tlcompile \
       varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 120 --out "$OUT" ;;
+    update15) PYTHONPATH=$VL item update15 200 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      smollm2-135m --variants varlen+logits+compile+fusedadam --budget 150 --timeout 100 --out "$OUT" ;;
     shapes) PYTHONPATH=$VL item shapes 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+static \
       varlen+logits+compile+fusedadam+ndtiling --budget 200 --timeout 120 --out "$OUT" ;;
