@@ -35,6 +35,12 @@ class Device:
         used = self.training_cache + (self.engine if self.engine_awake else 0)
         return self.total - used, self.total
 
+    def sleep_engine(self, wake) -> None:
+        """The engine's sleep as the managers wrap it."""
+        wake.before_release()
+        self.engine_awake = False
+        wake.after_release()
+
 
 def test_wake_keeps_trainings_cache_only_when_the_device_holds_the_engine_too():
     from verl.workers.sharding_manager.memory import WakeMemory
@@ -44,26 +50,20 @@ def test_wake_keeps_trainings_cache_only_when_the_device_holds_the_engine_too():
     h200 = Device(total=141 * GB, engine=26 * GB, training_cache=2 * GB)
     wake = WakeMemory(h200.memory)
     assert wake.needs_empty_cache()  # nothing measured before the first sleep
-    wake.before_release()
-    h200.engine_awake = False
-    wake.after_release()
+    h200.sleep_engine(wake)
     assert wake.engine_bytes == 26 * GB
     h200.training_cache = 63 * GB
     assert not wake.needs_empty_cache()
     # the same workload on an 80 GB H100: free 17 GB < 26 + 8 GB
     h100 = Device(total=80 * GB, engine=26 * GB, training_cache=2 * GB)
     wake = WakeMemory(h100.memory)
-    wake.before_release()
-    h100.engine_awake = False
-    wake.after_release()
+    h100.sleep_engine(wake)
     h100.training_cache = 63 * GB
     assert wake.needs_empty_cache()
     # the margin is at least 4 GiB on a small device: 16 GB, engine 6, cache 7 -> free 9 >= 6 + 1.6 but < 6 + 4
     small = Device(total=16 * GB, engine=6 * GB, training_cache=0)
     wake = WakeMemory(small.memory)
-    wake.before_release()
-    small.engine_awake = False
-    wake.after_release()
+    small.sleep_engine(wake)
     small.training_cache = 7 * GB
     assert wake.needs_empty_cache()
     small.training_cache = 11 * GB // 2  # free 10.5 >= 6 + 4
