@@ -20,6 +20,7 @@
 #   logprob issue 15's 0.5B update with the Triton log-prob head (the default since session 19, profiled), with the
 #           compiled chunks it replaced, and without the backward re-gather; the head's own times (about 200 s; it
 #           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
+#   kernels the GPU tests of the Triton log-prob head and the packed attention kernels (about 60 s)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
 #           130 s; with `trl` after it, issue 15's whole GPU part in one call)
 #   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels) and
@@ -60,6 +61,8 @@ for preset in "$@"; do
     logprob) PYTHONPATH=$VL item logprob 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile varlen+logits+compile+fusedadam+tlcompile \
       varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 120 --out "$OUT" ;;
+    kernels) PYTHONPATH=$VL item kernels 120 python3 -m pytest -m gpu -q -p no:cacheprovider \
+      tests/utils/test_triton_logprobs.py tests/workers/engine/fsdp/test_attention.py ;;
     update15) PYTHONPATH=$VL item update15 200 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 150 --timeout 100 --out "$OUT" ;;
     shapes) PYTHONPATH=$VL item shapes 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \

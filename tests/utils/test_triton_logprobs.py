@@ -111,6 +111,31 @@ def test_kernels_run_only_where_they_can():
     torch.testing.assert_close(lp, torch.log_softmax(logits, -1).gather(1, labels[:, None]).squeeze(1))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_compiled_kernels_on_the_device_match_float64_log_softmax(dtype):
+    """The kernels as Triton compiles them, on a real vocabulary (151,936 columns: 38 blocks, a masked tail)."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows, vocab = 64, 151_936
+    source = (3 * torch.randn(rows, vocab, device="cuda", generator=gen)).to(dtype)
+    labels = torch.randint(0, vocab, (rows,), device="cuda", generator=gen)
+    grad_lp, grad_ent = (torch.randn(rows, device="cuda", generator=gen) for _ in range(2))
+    reference = source.double().requires_grad_(True)
+    log_p = torch.log_softmax(reference / 0.8, dim=-1)
+    ref_lp, ref_ent = log_p.gather(1, labels[:, None]).squeeze(1), -(log_p.exp() * log_p).sum(-1)
+    ((grad_lp.double() * ref_lp).sum() + (grad_ent.double() * ref_ent).sum()).backward()
+    leaf = source.clone().requires_grad_(True)
+    logits = leaf * 1  # non-leaf: the gradient is written over it
+    assert triton_logprobs.usable(logits)
+    lp, ent = chunked_logprobs.log_probs_from_logits(logits, labels, 0.8, True)
+    ((grad_lp * lp).sum() + (grad_ent * ent).sum()).backward()
+    torch.testing.assert_close(lp.double(), ref_lp, rtol=0, atol=1e-4)
+    torch.testing.assert_close(ent.double(), ref_ent, rtol=0, atol=1e-4)
+    scale = reference.grad.abs().max().item()
+    tolerance = 1e-5 if dtype == torch.float32 else 2**-8 * scale
+    assert (leaf.grad.double() - reference.grad).abs().max().item() <= tolerance
+
+
 def test_compile_override_names_the_chunked_path(monkeypatch):
     if not torch.cuda.is_available():
         pytest.skip("the override only matters where the kernels would run (CUDA)")
