@@ -83,6 +83,7 @@ BASE = dict(
     logprob=None,  # VERL_LOGPROB_KERNEL ("compile": the chunked torch.compile log-prob head; None: Triton on CUDA)
     static=False,  # compile the decoder layers for each micro-batch's exact length (the engine: dynamic=True)
     nd_tiling=False,  # inductor's prefer_nd_tiling: tiled index math in the layers' element-wise kernels
+    rope_tokens=False,  # RoPE on the token-major projections (benchmarks/gpu/rope_layout.py)
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -132,6 +133,7 @@ VARIANTS = {
     # (the bench's micro-batches repeat every step, so each length compiles once); nd tiling is the cheap cure to try
     "varlen+logits+compile+fusedadam+static": dict(compile=True, fused_adam=True, static=True),
     "varlen+logits+compile+fusedadam+ndtiling": dict(compile=True, fused_adam=True, nd_tiling=True),
+    "varlen+logits+compile+fusedadam+ropetokens": dict(compile=True, fused_adam=True, rope_tokens=True),
 }
 PROFILED = {
     "varlen+logits+compile",
@@ -244,6 +246,10 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     if spec["static"]:
         compile_dynamic = torch.compile
         torch.compile = lambda fn, **kwargs: compile_dynamic(fn, **{**kwargs, "dynamic": False})
+    if spec["rope_tokens"]:
+        from benchmarks.gpu.rope_layout import use_token_major_rope
+
+        use_token_major_rope()
     if spec["nd_tiling"]:
         import torch._inductor.config as inductor_config
 

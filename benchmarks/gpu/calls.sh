@@ -23,8 +23,8 @@
 #   kernels the GPU tests of the Triton log-prob head and the packed attention kernels (about 60 s)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
 #           130 s; with `trl` after it, issue 15's whole GPU part in one call)
-#   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels) and
-#           inductor's nd tiling (about 200 s; the common set without Ray is enough, as for logprob)
+#   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels),
+#           inductor's nd tiling and token-major RoPE (about 250 s; the common set without Ray is enough)
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
 #           same call (session 19: the loop's engine made 55k tok/s in the sampled table call, 67k in the unsampled
 #           TRL call; about 420 s warm)
@@ -66,8 +66,9 @@ for preset in "$@"; do
     update15) PYTHONPATH=$VL item update15 200 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 150 --timeout 100 --out "$OUT" ;;
     shapes) PYTHONPATH=$VL item shapes 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+static \
-      varlen+logits+compile+fusedadam+ndtiling --budget 200 --timeout 120 --out "$OUT" ;;
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+ropetokens \
+      varlen+logits+compile+fusedadam+static varlen+logits+compile+fusedadam+ndtiling \
+      --budget 220 --timeout 120 --out "$OUT" ;;
     ratio) grpo ratio 580 --memory-sample-ms 0 --timeout 200 --variant again= \
       --runs standalone-sglang,sglang,standalone-sglang@again,trl ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
