@@ -13,14 +13,9 @@ attention's ``(T, h, d)`` view of it is contiguous. Same arithmetic, element for
 
 from __future__ import annotations
 
-import torch
+from transformers.models.llama.modeling_llama import rotate_half
 
 MODULES = ("transformers.models.llama.modeling_llama", "transformers.models.qwen2.modeling_qwen2")
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def apply_rotary_token_major(q, k, cos, sin, unsqueeze_dim: int = 1):
@@ -31,8 +26,8 @@ def apply_rotary_token_major(q, k, cos, sin, unsqueeze_dim: int = 1):
         )
     cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # (b, T, 1, d)
     q_tokens, k_tokens = q.transpose(1, 2), k.transpose(1, 2)  # (b, T, h, d)
-    q_embed = q_tokens * cos + _rotate_half(q_tokens) * sin
-    k_embed = k_tokens * cos + _rotate_half(k_tokens) * sin
+    q_embed = q_tokens * cos + rotate_half(q_tokens) * sin
+    k_embed = k_tokens * cos + rotate_half(k_tokens) * sin
     return q_embed.transpose(1, 2), k_embed.transpose(1, 2)
 
 

@@ -117,10 +117,7 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
     def enter_rollout_mode(self) -> None:
         start = self.begin_laps()
         if self.is_released:
-            emptied = self.wake_memory.needs_empty_cache()
-            if emptied:  # training's cached blocks back to the device before the engine maps its own
-                torch.cuda.empty_cache()
-            self.metrics["rollout/sync_empty_cache_skipped"] = float(not emptied)
+            self.metrics.update(self.wake_memory.before_wake())
         self.lap("empty_cache")
         if self.is_released:
             if self.engine is not None:

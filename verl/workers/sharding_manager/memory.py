@@ -82,6 +82,13 @@ class WakeMemory:
         if memory is not None and self._free_before_release is not None:
             self.engine_bytes = max(0, memory[0] - self._free_before_release)
 
+    def before_wake(self) -> dict[str, float]:
+        """Empty training's cache if :meth:`needs_empty_cache`; ``{"rollout/sync_empty_cache_skipped": 0. or 1.}``."""
+        emptied = self.needs_empty_cache()
+        if emptied:  # training's cached blocks back to the device before the engine maps its own
+            torch.cuda.empty_cache()
+        return {"rollout/sync_empty_cache_skipped": float(not emptied)}
+
     def needs_empty_cache(self) -> bool:
         """True unless the device's free memory already holds the engine's measured footprint plus the margin."""
         memory = self.device_memory()
