@@ -1,6 +1,7 @@
 """Per-phase memory metrics against psutil / the CUDA allocator read directly."""
 
 import psutil
+import pytest
 import torch
 
 from verl.workers.sharding_manager import memory_metrics
@@ -77,3 +78,34 @@ def test_without_a_cuda_device_there_is_nothing_to_empty():
     wake.before_release()
     wake.after_release()
     assert wake.engine_bytes is None and not wake.needs_empty_cache()
+
+
+def test_release_keeps_this_processs_cache_and_measures_the_engine_alone(monkeypatch):
+    """vLLM's sleep empties torch's cache itself; inside ``release`` that is a no-op, so what the engine gave back is
+    measured without training's cached blocks (a 26 GB engine beside 40 GB of cache: 26 GB, not 66)."""
+    from verl.workers.sharding_manager.memory import WakeMemory
+
+    emptied = []
+
+    def empty_cache() -> None:
+        emptied.append(True)
+        device.training_cache = 0
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+    device = Device(total=141 * GB, engine=26 * GB, training_cache=40 * GB)
+    wake = WakeMemory(device.memory)
+
+    def vllm_like_sleep() -> None:
+        device.engine_awake = False
+        torch.cuda.empty_cache()
+
+    wake.release(vllm_like_sleep)
+    assert emptied == [] and device.training_cache == 40 * GB
+    assert wake.engine_bytes == 26 * GB
+    assert torch.cuda.empty_cache is empty_cache  # restored after the sleep
+    # and restored when the sleep fails
+    with pytest.raises(RuntimeError, match="engine died"):
+        wake.release(lambda: (_ for _ in ()).throw(RuntimeError("engine died")))
+    assert torch.cuda.empty_cache is empty_cache
+    torch.cuda.empty_cache()
+    assert emptied == [True]

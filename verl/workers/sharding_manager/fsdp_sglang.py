@@ -5,7 +5,8 @@ the KV cache and CUDA graphs. Each bucket is one flat GPU tensor (SGLang's ``fla
 worker of the tensor-parallel group shares with the scheduler on its own GPU by CUDA IPC: the scheduler copies
 straight from the worker's memory into its model (``load_weights`` shards and casts), so nothing crosses the CPU.
 Leave: ``release_memory_occupation`` frees weights, KV cache and CUDA graphs (SGLang's memory saver) when
-``free_cache_engine`` is set, so training gets the memory back.
+``free_cache_engine`` is set, so training gets the memory back; this process's cached blocks stay cached for training
+(:class:`verl.workers.sharding_manager.memory.WakeMemory` decides when they go back to the device).
 """
 
 from __future__ import annotations
@@ -135,15 +136,15 @@ class FSDPSGLangShardingManager(TensorParallelShardingManager):
         self.metrics["timing_s/update_weights"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("rollout"))
 
+    def _release_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.release_memory_occupation()
+        self.rollout.barrier()
+
     def exit_rollout_mode(self) -> None:
         start = time.perf_counter()
         if self.free_cache_engine:
-            self.wake_memory.before_release()
-            if self.engine is not None:
-                self.engine.release_memory_occupation()
-            self.rollout.barrier()
-            self.wake_memory.after_release()
+            self.wake_memory.release(self._release_engine)
             self.is_released = True
-            torch.cuda.empty_cache()
         self.metrics["timing_s/release_memory"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("training"))

