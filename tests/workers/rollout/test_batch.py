@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from verl.protocol import DataProto
-from verl.workers.rollout.batch import assemble_output, check_prompts, right_pad
+from verl.workers.rollout.batch import assemble_output, check_prompts, pad_responses, right_pad
 
 
 def _prompts(input_ids, attention_mask):
@@ -49,6 +49,16 @@ def test_out_of_vocab_id_under_padding_is_ignored():
 def test_right_pad():
     out = right_pad([[1, 2], [], [3, 4, 5, 6]], 3, 9, torch.long)
     assert out.tolist() == [[1, 2, 9], [9, 9, 9], [3, 4, 5]]
+    assert right_pad([[], []], 2, 0.5, torch.float32).tolist() == [[0.5, 0.5], [0.5, 0.5]]
+    assert right_pad([], 4, 0, torch.long).shape == (0, 4)
+
+
+def test_pad_responses_masks_exactly_the_returned_tokens():
+    responses, mask, log_probs = pad_responses([[7, 8], [], [1, 2, 3, 4]], [[-0.5, -1.0], [], [-1, -2, -3, -4]], 3, 0)
+    assert responses.tolist() == [[7, 8, 0], [0, 0, 0], [1, 2, 3]]
+    assert mask.dtype == torch.long and mask.tolist() == [[1, 1, 0], [0, 0, 0], [1, 1, 1]]
+    assert log_probs.dtype == torch.float32 and log_probs.tolist() == [[-0.5, -1.0, 0.0], [0, 0, 0], [-1, -2, -3]]
+    assert pad_responses([[5]], None, 2, 9)[2] is None
 
 
 def test_assemble_output_repeats_prompts_and_builds_positions():

