@@ -30,6 +30,8 @@
 #           TRL call; about 420 s warm)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
+#   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
+#           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -74,6 +76,11 @@ for preset in "$@"; do
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;
+    tp) for engine in vllm sglang; do
+        site=$VL; [ "$engine" = sglang ] && site=$SG
+        PYTHONPATH=$site item "tp_$engine" 290 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
+          tests/workers/rollout/test_tensor_parallel_gpu.py -k "$engine"
+      done ;;
     *) echo "unknown preset $preset (see the head of $0)" >&2 ;;
   esac
 done
