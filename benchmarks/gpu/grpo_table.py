@@ -54,6 +54,9 @@ def summarize_verl(records: list[dict]) -> dict:
             if "response_length/mean" in r
         ]
         summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
+        timed = [r for r in steady if "response_length/mean" in r]
+        if all("timing_s/rollout_call" in r for r in timed):  # the rollout's own call: the engine and the padding
+            summary["call_tokens_per_s"] = sum(tokens) / sum(float(r["timing_s/rollout_call"]) for r in timed)
     for phase in ("gen", "old_log_prob", "ref", "update_actor", "step"):
         values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
         if values:
@@ -130,6 +133,13 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
                 f"{_fmt(s.get('tokens_per_s'), 0)} ({_fmt(s.get('tokens'), 0)} tokens in {_fmt(s.get('seconds'))} s);"
                 f" engine start {_fmt(s.get('startup_s'), 1)} s" + (f" failed: {s['error']}" if "error" in s else "")
             )
+    for name in verl_runs:
+        s = summaries[name]
+        bare = summaries.get(f"standalone-{split_run(name)[0]}", {})
+        standalone = bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
+        if s.get("call_tokens_per_s"):
+            share = f" ({s['call_tokens_per_s'] / standalone:.0%} of its bare engine)" if standalone else ""
+            lines.append(f"- {name}: the rollout's own call {_fmt(s['call_tokens_per_s'], 0)} tok/s{share}")
     if "trl" in summaries:
         s = summaries["trl"]
         lines.append(

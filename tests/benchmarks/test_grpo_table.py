@@ -54,3 +54,17 @@ def test_table_compares_with_the_bare_engines_rate_over_all_repeats_and_its_own_
     assert "| 80% / 90% |" in rows["sglang"]  # 40k and 45k against 50k, not against the 60k median
     assert "| 100% / 112% |" in rows["sglang@pin"]  # against the pinned bare engine
     assert "5.00x" in rows["sglang"]
+
+
+def test_the_rollouts_own_call_is_rated_when_every_step_timed_it():
+    rows = grpo_table.PROMPTS * grpo_table.SAMPLES
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    assert "call_tokens_per_s" not in grpo_table.summarize_verl(records)  # records from before the key
+    for record, call in zip(records, (8.0, 0.75, 1.25), strict=True):
+        record["timing_s/rollout_call"] = call
+    summary = grpo_table.summarize_verl(records)
+    assert summary["call_tokens_per_s"] == (rows * 200 + rows * 100) / 2.0  # 0.75 + 1.25 s over steps 2 and 3
+    table = grpo_table.render_table(
+        {"sglang": {**summary, "step_s": 2.0}, "standalone-sglang": {"mean_tokens_per_s": 48_000.0}}, "test card"
+    )
+    assert "- sglang: the rollout's own call 38,400 tok/s (80% of its bare engine)" in table

@@ -110,6 +110,8 @@ def test_one_ppo_round_through_the_workers(groups, tmp_path):
     batch = actor_wg.generate_sequences(_prompts(tokenizer))
     assert batch.batch["responses"].shape == (4, RESPONSE_LEN)
     mask = batch.batch["response_mask"].bool()
+    timing = batch.meta_info["timing"]  # the rollout's own call is part of the whole, sync and sleep around it
+    assert 0 < timing["rollout_call"] <= timing["generate_sequences"]
 
     batch = batch.union(actor_wg.compute_log_prob(batch))
     old = batch.batch["old_log_probs"]

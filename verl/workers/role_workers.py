@@ -50,16 +50,20 @@ def load_tokenizer(model_config: HFModelConfig):
 
 def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager, prompts: DataProto) -> DataProto:
     """``rollout.generate_sequences(prompts)`` inside ``sharding_manager`` (the policy's weights synced into the
-    engine, its memory awake); ``meta_info`` gets the wall time (``timing``), the sync's ``metrics`` and the garbage
-    collector's pauses during the call (``rollout/gc_*``). A worker that has not frozen its long-lived heap after an
-    actor update freezes it at the start of its second training generation (:mod:`verl.utils.gc_heap`)."""
+    engine, its memory awake); ``meta_info`` gets the wall times (``timing``: ``generate_sequences`` for the whole,
+    ``rollout_call`` for the rollout's own call, without the weight sync and the engine's sleep), the sync's
+    ``metrics`` and the garbage collector's pauses during the call (``rollout/gc_*``). A worker that has not frozen its
+    long-lived heap after an actor update freezes it at the start of its second training generation
+    (:mod:`verl.utils.gc_heap`)."""
     start = time.perf_counter()
     freeze_s = freeze_after_warmup(validate=bool(prompts.meta_info.get("validate", False)))
     with GcPauses() as pauses, sharding_manager:
         prompts = sharding_manager.preprocess_data(prompts)
+        call_start = time.perf_counter()
         output = rollout.generate_sequences(prompts)
+        call_s = time.perf_counter() - call_start
         output = sharding_manager.postprocess_data(output)
-    output.meta_info["timing"] = {"generate_sequences": time.perf_counter() - start}
+    output.meta_info["timing"] = {"generate_sequences": time.perf_counter() - start, "rollout_call": call_s}
     output.meta_info["metrics"] = {
         **sharding_manager.metrics,
         **pauses.metrics("rollout/"),
