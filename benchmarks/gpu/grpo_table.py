@@ -42,19 +42,14 @@ def summarize_verl(records: list[dict]) -> dict:
     for key in BREAKDOWN:
         summary[key] = mean(f"timing_s/{key}")
     rows = PROMPTS * SAMPLES
-    tokens = [float(r["response_length/mean"]) * rows for r in steady if "response_length/mean" in r]
-    gen = [float(r["timing_s/gen"]) for r in steady if "response_length/mean" in r]
+    timed = [r for r in steady if "response_length/mean" in r]
+    tokens = [float(r["response_length/mean"]) * rows for r in timed]
     if tokens:
         summary["response_tokens"] = statistics.mean(tokens)
-        summary["gen_tokens_per_s"] = sum(tokens) / sum(gen)
+        summary["gen_tokens_per_s"] = sum(tokens) / sum(float(r["timing_s/gen"]) for r in timed)
         sync = ("timing_s/update_weights", "timing_s/release_memory")
-        engine_only = [
-            float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync)
-            for r in steady
-            if "response_length/mean" in r
-        ]
+        engine_only = [float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync) for r in timed]
         summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
-        timed = [r for r in steady if "response_length/mean" in r]
         if all("timing_s/rollout_call" in r for r in timed):  # the rollout's own call: the engine and the padding
             summary["call_tokens_per_s"] = sum(tokens) / sum(float(r["timing_s/rollout_call"]) for r in timed)
     for phase in ("gen", "old_log_prob", "ref", "update_actor", "step"):
@@ -83,6 +78,14 @@ def _fmt(value, digits: int = 2) -> str:
     return str(value)
 
 
+def _bare_rate(summaries: dict[str, dict], name: str) -> float | None:
+    """The bare engine's tokens/s for loop run ``name`` (``engine[@variant]``): the same variant's bare run where one
+    ran, else the plain one; over all its repeats (its median where only that was recorded)."""
+    engine, variant = split_run(name)
+    bare = summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
+    return bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
+
+
 def render_table(summaries: dict[str, dict], card: str) -> str:
     """The markdown table: one row per verl engine, then the standalone engines and TRL."""
     trl = summaries.get("trl", {}).get("mean_step_s")
@@ -97,12 +100,10 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
     verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
     for name in verl_runs:
         s = summaries[name]
-        engine, variant = split_run(name)
         if "error" in s and "step_s" not in s:
             lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
             continue
-        bare = summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
-        standalone = bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))  # the same variant's where one ran
+        standalone = _bare_rate(summaries, name)
         ratio = " / ".join(
             f"{s[key] / standalone:.0%}" if standalone and s.get(key) else "-"
             for key in ("gen_tokens_per_s", "engine_tokens_per_s")
@@ -135,8 +136,7 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             )
     for name in verl_runs:
         s = summaries[name]
-        bare = summaries.get(f"standalone-{split_run(name)[0]}", {})
-        standalone = bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
+        standalone = _bare_rate(summaries, name)
         if s.get("call_tokens_per_s"):
             share = f" ({s['call_tokens_per_s'] / standalone:.0%} of its bare engine)" if standalone else ""
             lines.append(f"- {name}: the rollout's own call {_fmt(s['call_tokens_per_s'], 0)} tok/s{share}")

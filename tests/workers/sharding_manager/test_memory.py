@@ -38,9 +38,7 @@ class Device:
 
     def sleep_engine(self, wake) -> None:
         """The engine's sleep as the managers wrap it."""
-        wake.before_release()
-        self.engine_awake = False
-        wake.after_release()
+        wake.release(lambda: setattr(self, "engine_awake", False))
 
 
 def test_wake_keeps_trainings_cache_only_when_the_device_holds_the_engine_too():
@@ -75,8 +73,7 @@ def test_without_a_cuda_device_there_is_nothing_to_empty():
     from verl.workers.sharding_manager.memory import WakeMemory
 
     wake = WakeMemory(lambda: None)
-    wake.before_release()
-    wake.after_release()
+    wake.release(lambda: None)
     assert wake.engine_bytes is None and not wake.needs_empty_cache()
 
 

@@ -88,26 +88,17 @@ class WakeMemory:
     def __init__(self, device_memory: Callable[[], tuple[int, int] | None] = _device_memory) -> None:
         self.device_memory = device_memory
         self.engine_bytes: int | None = None
-        self._free_before_release: int | None = None
 
     def release(self, sleep: Callable[[], None]) -> None:
         """Put the engine to sleep with ``sleep()`` (every rank's, when it returns), keeping this process's cached
-        blocks (:func:`cache_kept`: vLLM's sleep would empty them), and measure what the engine gave back."""
-        self.before_release()
+        blocks (:func:`cache_kept`: vLLM's sleep would empty them), and measure what the engine gave back: the
+        device's free memory after the sleep less that before it."""
+        before = self.device_memory()
         with cache_kept():
             sleep()
-        self.after_release()
-
-    def before_release(self) -> None:
-        """Call right before the engine sleeps: the device's free memory then."""
-        memory = self.device_memory()
-        self._free_before_release = None if memory is None else memory[0]
-
-    def after_release(self) -> None:
-        """Call once the engine sleeps (every rank's, before training's cache is emptied): what it gave back."""
-        memory = self.device_memory()
-        if memory is not None and self._free_before_release is not None:
-            self.engine_bytes = max(0, memory[0] - self._free_before_release)
+        after = self.device_memory()
+        if before is not None and after is not None:
+            self.engine_bytes = max(0, after[0] - before[0])
 
     def before_wake(self) -> dict[str, float]:
         """Empty training's cache if :meth:`needs_empty_cache`; ``{"rollout/sync_empty_cache_skipped": 0. or 1.}``."""
