@@ -30,6 +30,9 @@
 #           TRL call; about 420 s warm)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
+#   gap     issue 14's SGLang gap, the loop's parts one at a time (benchmarks/gpu/sglang_gap.py): the bare engine, the
+#           rollout with its sharding manager in one process, the same inside a Ray worker holding the GPU; the loop's
+#           0.15 memory fraction, five repeats each (about 300 s warm; the Ray variant never ran on a GPU before)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
 #           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
 set -uo pipefail
@@ -76,6 +79,9 @@ for preset in "$@"; do
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;
+    gap) PYTHONPATH=$SG item gap 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
+      --out /tmp/gap --variants bare,rollout,rollout-ray --gpu-memory-utilization 0.15 --repeats 5 --timeout 130
+      keep /tmp/gap gap ;;
     tp) for engine in vllm sglang; do
         site=$VL; [ "$engine" = sglang ] && site=$SG
         PYTHONPATH=$site item "tp_$engine" 290 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
