@@ -9,6 +9,7 @@ import resource
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -78,6 +79,15 @@ def timed(out: dict, key: str):
         yield
     finally:
         out[key] = time.perf_counter() - start
+
+
+def forward_with_metrics(metric: str, engine, flops_counter, data, forward: Callable[[], Any]) -> tuple[Any, dict]:
+    """``(forward(), metrics)`` for a forward-only pass over ``data``: ``metrics`` is ``{metric: MFU}`` (empty when
+    there is no counter)."""
+    start = time.perf_counter()
+    out = forward()
+    mfu = phase_mfu(flops_counter, data, time.perf_counter() - start, engine, backward=False)
+    return out, {} if mfu is None else {metric: mfu}
 
 
 def update_with_metrics(role_name: str, engine, flops_counter, data, epochs: int, update: Callable[[], dict]) -> dict:

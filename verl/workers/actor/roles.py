@@ -5,7 +5,6 @@ Each role owns its engine and is usable alone; ``ActorRolloutRefWorker`` only ho
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 
 import torch
@@ -16,9 +15,9 @@ from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.actor.loss import step_overrides
 from verl.workers.actor.role_utils import (
     CheckpointedRole,
+    forward_with_metrics,
     make_flops_counter,
     per_rank_mini_batch_size,
-    phase_mfu,
     update_with_metrics,
     with_fields,
 )
@@ -35,7 +34,53 @@ def log_prob_meta(config, temperature: float) -> dict:
     }
 
 
-class ActorRole(CheckpointedRole):
+class ActorRoleBase(CheckpointedRole):
+    """What the trained policy's role does on any engine. A subclass's ``__init__`` sets ``engine``, ``config`` (the
+    actor config with the per-rank mini-batch), ``actor`` (its ``compute_log_prob`` / ``update_policy``),
+    ``checkpoint_manager``, ``flops_counter`` and ``last_metrics = {}``."""
+
+    def compute_log_prob(self, data: DataProto, meta: dict, calculate_entropy: bool = True):
+        """``(log_probs, entropys)``; ``self.last_metrics`` gets ``perf/mfu/actor_infer``."""
+        data.meta_info.update(meta)
+        out, self.last_metrics = forward_with_metrics(
+            "perf/mfu/actor_infer",
+            self.engine,
+            self.flops_counter,
+            data,
+            lambda: self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy),
+        )
+        return out
+
+    def update(self, data: DataProto) -> dict:
+        """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
+        advances the LR schedule by one step. MFU counts the whole batch's FLOPs over every rank of the group."""
+
+        def update_policy() -> dict:
+            with step_overrides(self.actor, data.meta_info):
+                return self.actor.update_policy(data)
+
+        epochs = int(self.config.ppo_epochs)
+        return update_with_metrics("actor", self.engine, self.flops_counter, data, epochs, update_policy)
+
+
+class ReferenceRoleBase:
+    """What the frozen reference policy's role does on any engine. A subclass's ``__init__`` sets ``engine``,
+    ``config``, ``actor`` (its ``compute_log_prob``), ``flops_counter`` and ``last_metrics = {}``."""
+
+    def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
+        """Reference log-probs ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/ref``."""
+        data.meta_info.update(meta)
+        (log_probs, _), self.last_metrics = forward_with_metrics(
+            "perf/mfu/ref",
+            self.engine,
+            self.flops_counter,
+            data,
+            lambda: self.actor.compute_log_prob(data, calculate_entropy=False),
+        )
+        return log_probs
+
+
+class ActorRole(ActorRoleBase):
     """The trained policy: FSDP engine + ``DataParallelPPOActor`` + checkpoints + MFU accounting."""
 
     def __init__(self, model_config, actor_config, tokenizer, rollout_n: int = 1):
@@ -70,28 +115,8 @@ class ActorRole(CheckpointedRole):
     def module(self):
         return self.engine.module
 
-    def compute_log_prob(self, data: DataProto, meta: dict, calculate_entropy: bool = True):
-        """``(log_probs, entropys)``; ``self.last_metrics`` gets ``perf/mfu/actor_infer``."""
-        data.meta_info.update(meta)
-        start = time.perf_counter()
-        out = self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
-        self.last_metrics = {} if mfu is None else {"perf/mfu/actor_infer": mfu}
-        return out
 
-    def update(self, data: DataProto) -> dict:
-        """One ``update_policy`` call plus ``actor/lr``, ``perf/mfu/actor``, ``perf/max_memory_allocated_gb``;
-        advances the LR schedule by one step."""
-
-        def update_policy() -> dict:
-            with step_overrides(self.actor, data.meta_info):
-                return self.actor.update_policy(data)
-
-        epochs = int(self.config.ppo_epochs)
-        return update_with_metrics("actor", self.engine, self.flops_counter, data, epochs, update_policy)
-
-
-class ReferenceRole:
+class ReferenceRole(ReferenceRoleBase):
     """The frozen reference policy: its own FSDP engine (no optimizer) and log-prob computation."""
 
     def __init__(self, model_config, ref_config):
@@ -116,15 +141,6 @@ class ReferenceRole:
         self.flops_counter = make_flops_counter(self.engine.hf_config())
         self.last_metrics: dict = {}
 
-    def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
-        """Reference log-probs ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/ref``."""
-        data.meta_info.update(meta)
-        start = time.perf_counter()
-        log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
-        self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
-        return log_probs
-
 
 class LoraReferenceRole:
     """With LoRA the reference is the actor's base model: the actor module with its adapters disabled
@@ -139,10 +155,14 @@ class LoraReferenceRole:
         module = self.actor_role.engine.module
         data.meta_info.update(meta)
         disable = getattr(module, "disable_adapter", None)
-        start = time.perf_counter()
-        with disable() if disable is not None else nullcontext():
-            log_probs, _ = self.actor_role.actor.compute_log_prob(data, calculate_entropy=False)
         role = self.actor_role
-        mfu = phase_mfu(role.flops_counter, data, time.perf_counter() - start, role.engine, backward=False)
-        self.last_metrics = {} if mfu is None else {"perf/mfu/ref": mfu}
+
+        def forward():
+            with disable() if disable is not None else nullcontext():
+                log_probs, _ = role.actor.compute_log_prob(data, calculate_entropy=False)
+            return log_probs
+
+        log_probs, self.last_metrics = forward_with_metrics(
+            "perf/mfu/ref", role.engine, role.flops_counter, data, forward
+        )
         return log_probs

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 from verl.protocol import DataProto
 from verl.utils.checkpoint import FSDPCheckpointManager
 from verl.workers.actor.role_utils import (
     CheckpointedRole,
+    forward_with_metrics,
     make_flops_counter,
     per_rank_mini_batch_size,
-    phase_mfu,
     update_with_metrics,
     with_fields,
 )
@@ -18,7 +16,38 @@ from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.engine.registry import get_engine_cls
 
 
-class CriticRole(CheckpointedRole):
+class CriticRoleBase(CheckpointedRole):
+    """What the critic role does on any engine. A subclass's ``__init__`` sets ``engine``, ``config`` (the critic
+    config with the per-rank mini-batch), ``critic`` (its ``compute_values`` / ``update_critic``),
+    ``checkpoint_manager``, ``flops_counter`` and ``last_metrics = {}``."""
+
+    def forward_meta(self) -> dict:
+        config = self.config
+        return {
+            "micro_batch_size": config.forward_micro_batch_size_per_gpu or config.ppo_micro_batch_size_per_gpu,
+            "use_dynamic_bsz": bool(config.use_dynamic_bsz),
+            "max_token_len": config.forward_max_token_len_per_gpu or config.ppo_max_token_len_per_gpu,
+        }
+
+    def compute_values(self, data: DataProto):
+        """Values ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/critic_infer``."""
+        data.meta_info.update(self.forward_meta())
+        values, self.last_metrics = forward_with_metrics(
+            "perf/mfu/critic_infer", self.engine, self.flops_counter, data, lambda: self.critic.compute_values(data)
+        )
+        return values
+
+    def update(self, data: DataProto) -> dict:
+        """One ``update_critic`` call plus ``critic/lr``, ``perf/mfu/critic`` and ``perf/max_memory_allocated_gb``."""
+        epochs = int(self.config.ppo_epochs)
+        return update_with_metrics(
+            "critic", self.engine, self.flops_counter, data, epochs, lambda: self.critic.update_critic(data)
+        )
+
+
+class CriticRole(CriticRoleBase):
+    """The critic on the FSDP engine."""
+
     def __init__(self, critic_config, tokenizer):
         model_config = critic_config.model
         self.engine = get_engine_cls(critic_config.strategy)(
@@ -49,27 +78,3 @@ class CriticRole(CheckpointedRole):
         self.flops_counter = make_flops_counter(self.engine.hf_config(), output_size=1)
         self.last_metrics: dict = {}
         self.engine.offload_optimizer()
-
-    def forward_meta(self) -> dict:
-        config = self.config
-        return {
-            "micro_batch_size": config.forward_micro_batch_size_per_gpu or config.ppo_micro_batch_size_per_gpu,
-            "use_dynamic_bsz": bool(config.use_dynamic_bsz),
-            "max_token_len": config.forward_max_token_len_per_gpu or config.ppo_max_token_len_per_gpu,
-        }
-
-    def compute_values(self, data: DataProto):
-        """Values ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/critic_infer``."""
-        data.meta_info.update(self.forward_meta())
-        start = time.perf_counter()
-        values = self.critic.compute_values(data)
-        mfu = phase_mfu(self.flops_counter, data, time.perf_counter() - start, self.engine, backward=False)
-        self.last_metrics = {} if mfu is None else {"perf/mfu/critic_infer": mfu}
-        return values
-
-    def update(self, data: DataProto) -> dict:
-        """One ``update_critic`` call plus ``critic/lr`` and ``perf/mfu/critic``."""
-        epochs = int(self.config.ppo_epochs)
-        return update_with_metrics(
-            "critic", self.engine, self.flops_counter, data, epochs, lambda: self.critic.update_critic(data)
-        )
