@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from verl.utils.weight_buckets import in_buckets
+
 PEFT_PREFIX = "base_model.model."
 LORA_BASE_INFIX = ".base_layer"
 
@@ -76,23 +78,7 @@ def iter_full_state_dict(
     if is_peft_model(module):  # the merge runs in float32 and casts afterwards
         yield from iter_merged_lora(state, lora_scaling(module), bucket_bytes, dtype, device)
         return
-    yield from _iter_buckets(((name, _full(t, dtype)) for name, t in state.items()), bucket_bytes, dtype, device)
-
-
-def _iter_buckets(pairs, bucket_bytes: int, dtype, device) -> Iterator[tuple[str, torch.Tensor]]:
-    bucket: list[tuple[str, torch.Tensor]] = []
-    size = 0
-    for name, tensor in pairs:
-        if dtype is not None and tensor.is_floating_point():
-            tensor = tensor.to(dtype)
-        if device is not None:
-            tensor = tensor.to(device)
-        bucket.append((name, tensor))
-        size += tensor.numel() * tensor.element_size()
-        if size >= bucket_bytes:
-            yield from bucket
-            bucket, size = [], 0
-    yield from bucket
+    yield from in_buckets(((name, _full(t, dtype)) for name, t in state.items()), bucket_bytes, dtype, device)
 
 
 def iter_merged_lora(
@@ -136,4 +122,4 @@ def iter_merged_lora(
         if pending_base:
             raise RuntimeError(f"LoRA merge left base weights without adapters: {sorted(pending_base)[:4]}")
 
-    yield from _iter_buckets(merged_pairs(), bucket_bytes, dtype, device)
+    yield from in_buckets(merged_pairs(), bucket_bytes, dtype, device)

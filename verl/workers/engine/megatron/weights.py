@@ -20,6 +20,7 @@ import torch.distributed as dist
 from verl.models.mcore.model import named_global_parameters
 from verl.models.mcore.tp_split import full_shape, partition, tp_merge
 from verl.models.mcore.weight_converter import is_tied, is_value_model, mcore_param_names, to_hf
+from verl.utils.weight_buckets import in_buckets
 from verl.workers.engine.megatron.parallel import Ranks
 
 EMBEDDING = "embedding.word_embeddings.weight"
@@ -93,22 +94,13 @@ def iter_hf_weights(
     params = local_parameters(chunks)
     value_model = is_value_model(hf_config)
     tied = is_tied(hf_config)
-    bucket: list[tuple[str, torch.Tensor]] = []
-    size = 0
-    for name, spec in specs.items():
-        full = gather_full(name, spec, params, ranks, value_model)
-        pairs = to_hf(name, full, hf_config)
-        if tied and name == EMBEDDING:
-            # rollout engines load the tied head by its own name too (as an HF state_dict lists it)
-            pairs.append(("lm_head.weight", full))
-        for hf_name, tensor in pairs:
-            if dtype is not None and tensor.is_floating_point():
-                tensor = tensor.to(dtype)
-            if device is not None:
-                tensor = tensor.to(device)
-            bucket.append((hf_name, tensor))
-            size += tensor.numel() * tensor.element_size()
-        if size >= bucket_bytes:
-            yield from bucket
-            bucket, size = [], 0
-    yield from bucket
+
+    def pairs() -> Iterator[tuple[str, torch.Tensor]]:
+        for name, spec in specs.items():
+            full = gather_full(name, spec, params, ranks, value_model)
+            yield from to_hf(name, full, hf_config)
+            if tied and name == EMBEDDING:
+                # rollout engines load the tied head by its own name too (as an HF state_dict lists it)
+                yield "lm_head.weight", full
+
+    yield from in_buckets(pairs(), bucket_bytes, dtype, device)
