@@ -33,6 +33,8 @@
 #   gap     issue 14's SGLang gap, the loop's parts one at a time (benchmarks/gpu/sglang_gap.py): the bare engine, the
 #           rollout with its sharding manager in one process, the same inside a Ray worker holding the GPU; the loop's
 #           0.15 memory fraction, five repeats each (about 300 s warm; the Ray variant never ran on a GPU before)
+#   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
+#           FlashInfer, the embedded model): what a later session could carry in instead of a cold warm-up (seconds)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
 #           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
 set -uo pipefail
@@ -82,6 +84,10 @@ for preset in "$@"; do
     gap) PYTHONPATH=$SG item gap 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
       --out /tmp/gap --variants bare,rollout,rollout-ray --gpu-memory-utilization 0.15 --repeats 5 --timeout 130
       keep /tmp/gap gap ;;
+    caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do
+        [ -e "$dir" ] && du -sh "$dir" 2>/dev/null
+      done
+      du -sh ~/.cache /tmp/verl_cache 2>/dev/null ;;
     tp) for engine in vllm sglang; do
         site=$VL; [ "$engine" = sglang ] && site=$SG
         PYTHONPATH=$site item "tp_$engine" 290 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
