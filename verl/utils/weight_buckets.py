@@ -1,4 +1,5 @@
-"""Full weights handed out a bucket at a time: the one batching rule of every engine's weight iterator."""
+"""Full weights handed out a bucket at a time: the one batching rule of the training engines' full-weight iterators
+(FSDP's and Megatron's), which feed the rollout engines and the checkpoint writers."""
 
 from __future__ import annotations
 
