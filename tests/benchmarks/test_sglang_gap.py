@@ -38,3 +38,30 @@ def test_listed_variants_are_distinct_setups():
     setups = {tuple(sorted(rollout_options(v, ARGS).items())) for v in listed}
     assert len(setups) == len(listed)
     assert rollout_options("rollout-ray", ARGS) == PLAIN
+
+
+@pytest.mark.slow
+def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path):
+    """``--engine vllm`` on CPU: the isolated rollout (weight sync, generation, release, twice) in its own process,
+    with the engine's own call timed inside the rollout's."""
+    import pandas as pd
+
+    from benchmarks.gpu.sglang_gap import main
+    from tests.workers.rollout.helpers import vllm_tiny_path
+
+    rows = [{"prompt": [{"role": "user", "content": f"What is {a} + {a}?"}]} for a in range(4)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    argv = ["--engine", "vllm", "--variants", "rollout", "--model", vllm_tiny_path()]
+    argv += ["--data", str(tmp_path / "train.parquet"), "--out", str(tmp_path / "out"), "--prompts", "2", "--n", "2"]
+    argv += ["--max-tokens", "8", "--max-prompt-length", "64", "--gpu-memory-utilization", "0.05", "--repeats", "2"]
+    argv += ["--max-num-batched-tokens", "1024", "--timeout", "300"]
+    (result,) = main(argv)
+    assert result["rc"] == 0, (tmp_path / "out" / "rollout.log").read_text()[-3000:]
+    assert 0 < result["tokens"] <= 2 * 2 * 8  # prompts x samples x max tokens
+    assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
+    assert result["engine_tokens_per_s"] >= result["tokens_per_s"] > 0
+
+
+def test_spin_needs_sglang():
+    with pytest.raises(ValueError, match="sleep_on_idle"):
+        rollout_options("rollout-spin", argparse.Namespace(churn_gib=30.0, idle_s=2.0, engine="vllm"))
