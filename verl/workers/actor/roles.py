@@ -67,15 +67,21 @@ class ReferenceRoleBase:
     """What the frozen reference policy's role does on any engine. A subclass's ``__init__`` sets ``engine``,
     ``config``, ``actor`` (its ``compute_log_prob``), ``flops_counter`` and ``last_metrics = {}``."""
 
+    def forward_context(self):
+        """The context the reference forward runs in (none by default)."""
+        return nullcontext()
+
     def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
         """Reference log-probs ``(bs, R)``; ``self.last_metrics`` gets ``perf/mfu/ref``."""
         data.meta_info.update(meta)
-        (log_probs, _), self.last_metrics = forward_with_metrics(
-            "perf/mfu/ref",
-            self.engine,
-            self.flops_counter,
-            data,
-            lambda: self.actor.compute_log_prob(data, calculate_entropy=False),
+
+        def forward() -> torch.Tensor:
+            with self.forward_context():
+                log_probs, _ = self.actor.compute_log_prob(data, calculate_entropy=False)
+            return log_probs
+
+        log_probs, self.last_metrics = forward_with_metrics(
+            "perf/mfu/ref", self.engine, self.flops_counter, data, forward
         )
         return log_probs
 
@@ -142,27 +148,18 @@ class ReferenceRole(ReferenceRoleBase):
         self.last_metrics: dict = {}
 
 
-class LoraReferenceRole:
+class LoraReferenceRole(ReferenceRoleBase):
     """With LoRA the reference is the actor's base model: the actor module with its adapters disabled
     (no second copy of the weights)."""
 
     def __init__(self, actor_role: ActorRole, ref_config):
         self.actor_role = actor_role
         self.config = ref_config
+        self.engine = actor_role.engine
+        self.actor = actor_role.actor
+        self.flops_counter = actor_role.flops_counter
         self.last_metrics: dict = {}
 
-    def compute_ref_log_prob(self, data: DataProto, meta: dict) -> torch.Tensor:
-        module = self.actor_role.engine.module
-        data.meta_info.update(meta)
-        disable = getattr(module, "disable_adapter", None)
-        role = self.actor_role
-
-        def forward():
-            with disable() if disable is not None else nullcontext():
-                log_probs, _ = role.actor.compute_log_prob(data, calculate_entropy=False)
-            return log_probs
-
-        log_probs, self.last_metrics = forward_with_metrics(
-            "perf/mfu/ref", role.engine, role.flops_counter, data, forward
-        )
-        return log_probs
+    def forward_context(self):
+        disable = getattr(self.engine.module, "disable_adapter", None)
+        return disable() if disable is not None else nullcontext()
