@@ -176,11 +176,13 @@ def run_rollout(
 def run_in_ray(args) -> dict:
     """:func:`run_rollout` in a Ray actor that holds the GPU, with the trainer's worker environment variables."""
     import ray
+    import torch
 
     env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TOKENIZERS_PARALLELISM": "false"}
     ray.init(include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=True)
     try:
-        worker = ray.remote(num_gpus=1)(RayRunner).remote()
+        gpus = 1 if torch.cuda.is_available() else 0  # on CPU (the tests) the actor holds no device
+        worker = ray.remote(num_gpus=gpus)(RayRunner).remote()
         return ray.get(worker.run.remote(args))
     finally:
         ray.shutdown()

@@ -41,9 +41,10 @@ def test_listed_variants_are_distinct_setups():
 
 
 @pytest.mark.slow
-def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path):
+@pytest.mark.parametrize("variant", ["rollout", "rollout-ray"])
+def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant):
     """``--engine vllm`` on CPU: the isolated rollout (weight sync, generation, release, twice) in its own process,
-    with the engine's own call timed inside the rollout's."""
+    or inside a Ray actor (``rollout-ray``), with the engine's own call timed inside the rollout's."""
     import pandas as pd
 
     from benchmarks.gpu.sglang_gap import main
@@ -51,12 +52,12 @@ def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path):
 
     rows = [{"prompt": [{"role": "user", "content": f"What is {a} + {a}?"}]} for a in range(4)]
     pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
-    argv = ["--engine", "vllm", "--variants", "rollout", "--model", vllm_tiny_path()]
+    argv = ["--engine", "vllm", "--variants", variant, "--model", vllm_tiny_path()]
     argv += ["--data", str(tmp_path / "train.parquet"), "--out", str(tmp_path / "out"), "--prompts", "2", "--n", "2"]
     argv += ["--max-tokens", "8", "--max-prompt-length", "64", "--gpu-memory-utilization", "0.05", "--repeats", "2"]
     argv += ["--max-num-batched-tokens", "1024", "--timeout", "300"]
     (result,) = main(argv)
-    assert result["rc"] == 0, (tmp_path / "out" / "rollout.log").read_text()[-3000:]
+    assert result["rc"] == 0, (tmp_path / "out" / f"{variant}.log").read_text()[-3000:]
     assert 0 < result["tokens"] <= 2 * 2 * 8  # prompts x samples x max tokens
     assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
     assert result["engine_tokens_per_s"] >= result["tokens_per_s"] > 0
