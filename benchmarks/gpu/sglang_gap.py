@@ -11,7 +11,9 @@ process, one after the other on the same GPU:
   rollout config, a bf16 actor on the GPU; each repeat is one ``with manager:`` (wake, weight sync, cache flush)
   around ``generate_sequences``, then the engine's memory is released, as a training step does;
 - ``rollout-keep``: the same with ``free_cache_engine=False`` (no memory saver, no release/wake);
-- ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it;
+- ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it
+  (Ray started with ``main_ppo``'s system config); ``rollout-ray-nice15``: the same at Ray's own worker niceness of
+  15 (the trainer's until session 22), which the engine's scheduler subprocesses inherit;
 - ``rollout-churn``: ``rollout`` with a training step's memory traffic between repeats, after the engine's memory
   is released: ``--churn-gib`` of tensors of mixed sizes allocated in this process, bf16 matmuls on them for about
   a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler's decode rate set per step (steady
@@ -53,8 +55,17 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = ("bare", "rollout", "rollout-keep", "rollout-ray", "rollout-churn", "rollout-idle", "rollout-idle-spin")
-FLAGS = ("keep", "churn", "idle", "spin", "ray")
+VARIANTS = (
+    "bare",
+    "rollout",
+    "rollout-keep",
+    "rollout-ray",
+    "rollout-ray-nice15",
+    "rollout-churn",
+    "rollout-idle",
+    "rollout-idle-spin",
+)
+FLAGS = ("keep", "churn", "idle", "spin", "ray", "nice15")
 """Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
@@ -173,13 +184,20 @@ def run_rollout(
     }
 
 
-def run_in_ray(args) -> dict:
-    """:func:`run_rollout` in a Ray actor that holds the GPU, with the trainer's worker environment variables."""
+def run_in_ray(args, worker_niceness: int | None = None) -> dict:
+    """:func:`run_rollout` in a Ray actor that holds the GPU, in a Ray started as ``main_ppo`` starts one (its
+    system config; ``worker_niceness`` replaces that config's), with the trainer's worker environment variables.
+    The result has the actor's niceness and ``OMP_NUM_THREADS``."""
     import ray
     import torch
 
+    from verl.trainer.main_ppo import CLUSTER_SYSTEM_CONFIG
+
+    system_config = dict(CLUSTER_SYSTEM_CONFIG)
+    if worker_niceness is not None:
+        system_config["worker_niceness"] = worker_niceness
     env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TOKENIZERS_PARALLELISM": "false"}
-    ray.init(include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=True)
+    ray.init(include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=True, _system_config=system_config)
     try:
         gpus = 1 if torch.cuda.is_available() else 0  # on CPU (the tests) the actor holds no device
         worker = ray.remote(num_gpus=gpus)(RayRunner).remote()
@@ -190,15 +208,19 @@ def run_in_ray(args) -> dict:
 
 class RayRunner:
     def run(self, args) -> dict:
-        return run_rollout(args, free_cache_engine=True)
+        result = run_rollout(args, free_cache_engine=True)
+        return {**result, "worker_niceness": os.nice(0), "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
 
 
 def rollout_options(variant: str, args) -> dict:
     """:func:`run_rollout`'s keyword arguments for ``rollout[-flag...]`` (flags in :data:`FLAGS`)."""
     head, *flags = variant.split("-")
     unknown = [f for f in flags if f not in FLAGS]
-    if head != "rollout" or unknown or ("ray" in flags and len(flags) > 1):
-        raise ValueError(f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' alone)")
+    ray_only = "ray" in flags and set(flags) - {"ray", "nice15"}
+    if head != "rollout" or unknown or ray_only or ("nice15" in flags and "ray" not in flags):
+        raise ValueError(
+            f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' with 'nice15' only)"
+        )
     if "spin" in flags and getattr(args, "engine", "sglang") != "sglang":
         raise ValueError(f"variant {variant!r}: 'spin' turns off SGLang's sleep_on_idle; vLLM has none")
     return {
@@ -210,8 +232,9 @@ def rollout_options(variant: str, args) -> dict:
 
 
 def worker(args) -> None:
-    if args.variant == "rollout-ray":
-        result = run_in_ray(args)
+    flags = args.variant.split("-")[1:]
+    if "ray" in flags:
+        result = run_in_ray(args, worker_niceness=15 if "nice15" in flags else None)
     else:
         result = run_rollout(args, **rollout_options(args.variant, args))
     print("RESULT " + json.dumps(result), flush=True)

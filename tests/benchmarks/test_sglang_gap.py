@@ -25,26 +25,30 @@ def test_suffixes_change_only_their_option(variant, changed):
     assert rollout_options(variant, ARGS) == {**PLAIN, **changed}
 
 
-@pytest.mark.parametrize("variant", ["rollout-idel", "rolout", "rollout-ray-idle", "bare-idle"])
+@pytest.mark.parametrize(
+    "variant", ["rollout-idel", "rolout", "rollout-ray-idle", "bare-idle", "rollout-nice15", "rollout-keep-nice15"]
+)
 def test_unknown_names_are_refused(variant):
     with pytest.raises(ValueError, match=variant):
         rollout_options(variant, ARGS)
 
 
 def test_listed_variants_are_distinct_setups():
-    """Every rollout variant the benchmark runs by default is its own setup (``rollout-ray`` is ``rollout`` moved
-    into a Ray actor, so it shares ``rollout``'s options)."""
-    listed = [v for v in VARIANTS if v not in ("bare", "rollout-ray")]
+    """Every rollout variant the benchmark runs by default is its own setup (``rollout-ray[-nice15]`` is ``rollout``
+    moved into a Ray actor, so it shares ``rollout``'s options)."""
+    ray = ("rollout-ray", "rollout-ray-nice15")
+    listed = [v for v in VARIANTS if v != "bare" and v not in ray]
     setups = {tuple(sorted(rollout_options(v, ARGS).items())) for v in listed}
     assert len(setups) == len(listed)
-    assert rollout_options("rollout-ray", ARGS) == PLAIN
+    assert all(rollout_options(v, ARGS) == PLAIN for v in ray)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["rollout", "rollout-ray"])
-def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant):
+@pytest.mark.parametrize("variant, niceness", [("rollout", None), ("rollout-ray", 0), ("rollout-ray-nice15", 15)])
+def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, niceness):
     """``--engine vllm`` on CPU: the isolated rollout (weight sync, generation, release, twice) in its own process,
-    or inside a Ray actor (``rollout-ray``), with the engine's own call timed inside the rollout's."""
+    or inside a Ray actor, with the engine's own call timed inside the rollout's. The actor runs at niceness 0 as
+    ``main_ppo``'s workers do (Ray's own default, 15, with ``nice15``), with Ray's one OpenMP thread."""
     import pandas as pd
 
     from benchmarks.gpu.sglang_gap import main
@@ -61,6 +65,8 @@ def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant):
     assert 0 < result["tokens"] <= 2 * 2 * 8  # prompts x samples x max tokens
     assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
     assert result["engine_tokens_per_s"] >= result["tokens_per_s"] > 0
+    if niceness is not None:
+        assert (result["worker_niceness"], result["omp_num_threads"]) == (niceness, "1")
 
 
 def test_spin_needs_sglang():
