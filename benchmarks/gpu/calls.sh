@@ -34,8 +34,9 @@
 #           rollout with its sharding manager in one process, the same inside a Ray worker holding the GPU; the loop's
 #           0.15 memory fraction, five repeats each (about 300 s warm; the Ray variant never ran on a GPU before)
 #   gapray  session 22's follow-up of `gap` (the rollout in a Ray worker made 0.68 of bare, in its own process 0.83):
-#           the Ray worker at Ray's niceness 15 and at main_ppo's 0, the rollout alone, without the memory saver
-#           (keep), and bare, most telling first; results straight into $OUT (about 400 s on a fresh machine)
+#           the Ray worker at Ray's niceness 15 and at 0, the rollout alone, without the memory saver (keep), and
+#           bare; results straight into $OUT (session 22: over 480 s on a fresh machine, bare not reached; the
+#           per-generation spread made its five repeats too few to rank the setups)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
 #           FlashInfer, the embedded model): what a later session could carry in instead of a cold warm-up (seconds)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
@@ -88,7 +89,7 @@ for preset in "$@"; do
       --out /tmp/gap --variants bare,rollout,rollout-ray --gpu-memory-utilization 0.15 --repeats 5 --timeout 130
       keep /tmp/gap gap ;;
     gapray) PYTHONPATH=$SG item gapray 480 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
-      --out "$OUT/gapray" --variants rollout-ray-nice15,rollout-ray,rollout,rollout-keep,bare \
+      --out "$OUT/gapray" --variants rollout-ray,rollout-ray-nice0,rollout,rollout-keep,bare \
       --gpu-memory-utilization 0.15 --repeats 5 --timeout 200 ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do
         [ -e "$dir" ] && du -sh "$dir" 2>/dev/null

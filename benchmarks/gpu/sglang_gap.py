@@ -12,8 +12,8 @@ process, one after the other on the same GPU:
   around ``generate_sequences``, then the engine's memory is released, as a training step does;
 - ``rollout-keep``: the same with ``free_cache_engine=False`` (no memory saver, no release/wake);
 - ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it
-  (Ray started with ``main_ppo``'s system config); ``rollout-ray-nice15``: the same at Ray's own worker niceness of
-  15 (the trainer's until session 22), which the engine's scheduler subprocesses inherit;
+  (Ray started with ``main_ppo``'s system config, so at Ray's worker niceness of 15, which the engine's scheduler
+  subprocesses inherit); ``rollout-ray-nice0``: the same with Ray's workers at niceness 0;
 - ``rollout-churn``: ``rollout`` with a training step's memory traffic between repeats, after the engine's memory
   is released: ``--churn-gib`` of tensors of mixed sizes allocated in this process, bf16 matmuls on them for about
   a second, then freed and the cache emptied. Session 8 saw the in-loop scheduler's decode rate set per step (steady
@@ -60,12 +60,12 @@ VARIANTS = (
     "rollout",
     "rollout-keep",
     "rollout-ray",
-    "rollout-ray-nice15",
+    "rollout-ray-nice0",
     "rollout-churn",
     "rollout-idle",
     "rollout-idle-spin",
 )
-FLAGS = ("keep", "churn", "idle", "spin", "ray", "nice15")
+FLAGS = ("keep", "churn", "idle", "spin", "ray", "nice0")
 """Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
@@ -191,9 +191,9 @@ def run_in_ray(args, worker_niceness: int | None = None) -> dict:
     import ray
     import torch
 
-    from verl.trainer.main_ppo import CLUSTER_SYSTEM_CONFIG
+    from verl.trainer.main_ppo import NO_IDLE_WORKERS
 
-    system_config = dict(CLUSTER_SYSTEM_CONFIG)
+    system_config = dict(NO_IDLE_WORKERS)
     if worker_niceness is not None:
         system_config["worker_niceness"] = worker_niceness
     env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "TOKENIZERS_PARALLELISM": "false"}
@@ -216,10 +216,10 @@ def rollout_options(variant: str, args) -> dict:
     """:func:`run_rollout`'s keyword arguments for ``rollout[-flag...]`` (flags in :data:`FLAGS`)."""
     head, *flags = variant.split("-")
     unknown = [f for f in flags if f not in FLAGS]
-    ray_only = "ray" in flags and set(flags) - {"ray", "nice15"}
-    if head != "rollout" or unknown or ray_only or ("nice15" in flags and "ray" not in flags):
+    ray_only = "ray" in flags and set(flags) - {"ray", "nice0"}
+    if head != "rollout" or unknown or ray_only or ("nice0" in flags and "ray" not in flags):
         raise ValueError(
-            f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' with 'nice15' only)"
+            f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' with 'nice0' only)"
         )
     if "spin" in flags and getattr(args, "engine", "sglang") != "sglang":
         raise ValueError(f"variant {variant!r}: 'spin' turns off SGLang's sleep_on_idle; vLLM has none")
@@ -234,7 +234,7 @@ def rollout_options(variant: str, args) -> dict:
 def worker(args) -> None:
     flags = args.variant.split("-")[1:]
     if "ray" in flags:
-        result = run_in_ray(args, worker_niceness=15 if "nice15" in flags else None)
+        result = run_in_ray(args, worker_niceness=0 if "nice0" in flags else None)
     else:
         result = run_rollout(args, **rollout_options(args.variant, args))
     print("RESULT " + json.dumps(result), flush=True)

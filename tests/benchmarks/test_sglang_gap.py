@@ -26,7 +26,7 @@ def test_suffixes_change_only_their_option(variant, changed):
 
 
 @pytest.mark.parametrize(
-    "variant", ["rollout-idel", "rolout", "rollout-ray-idle", "bare-idle", "rollout-nice15", "rollout-keep-nice15"]
+    "variant", ["rollout-idel", "rolout", "rollout-ray-idle", "bare-idle", "rollout-nice0", "rollout-keep-nice0"]
 )
 def test_unknown_names_are_refused(variant):
     with pytest.raises(ValueError, match=variant):
@@ -34,9 +34,9 @@ def test_unknown_names_are_refused(variant):
 
 
 def test_listed_variants_are_distinct_setups():
-    """Every rollout variant the benchmark runs by default is its own setup (``rollout-ray[-nice15]`` is ``rollout``
+    """Every rollout variant the benchmark runs by default is its own setup (``rollout-ray[-nice0]`` is ``rollout``
     moved into a Ray actor, so it shares ``rollout``'s options)."""
-    ray = ("rollout-ray", "rollout-ray-nice15")
+    ray = ("rollout-ray", "rollout-ray-nice0")
     listed = [v for v in VARIANTS if v != "bare" and v not in ray]
     setups = {tuple(sorted(rollout_options(v, ARGS).items())) for v in listed}
     assert len(setups) == len(listed)
@@ -44,11 +44,11 @@ def test_listed_variants_are_distinct_setups():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant, niceness", [("rollout", None), ("rollout-ray", 0), ("rollout-ray-nice15", 15)])
+@pytest.mark.parametrize("variant, niceness", [("rollout", None), ("rollout-ray", 15), ("rollout-ray-nice0", 0)])
 def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, niceness):
     """``--engine vllm`` on CPU: the isolated rollout (weight sync, generation, release, twice) in its own process,
-    or inside a Ray actor, with the engine's own call timed inside the rollout's. The actor runs at niceness 0 as
-    ``main_ppo``'s workers do (Ray's own default, 15, with ``nice15``), with Ray's one OpenMP thread."""
+    or inside a Ray actor, with the engine's own call timed inside the rollout's. The actor runs at Ray's worker
+    niceness of 15, as ``main_ppo``'s workers do (0 with ``nice0``), with Ray's one OpenMP thread."""
     import pandas as pd
 
     from benchmarks.gpu.sglang_gap import main

@@ -15,15 +15,15 @@ import tempfile
 import threading
 from pathlib import Path
 
-from verl.trainer.main_ppo import CLUSTER_SYSTEM_CONFIG
+from verl.trainer.main_ppo import NO_IDLE_WORKERS
 
 NUM_CPUS = 8
 """Logical CPUs of the shared cluster: the largest run's workers and its driver task (Megatron TP=2 with a reward
 model needs 3), with room for a finished run's processes that Ray is still ending."""
 
-CLUSTER_ENV = {f"RAY_{key}": str(int(value)) for key, value in CLUSTER_SYSTEM_CONFIG.items()}
-"""``main_ppo``'s system config for a cluster it starts (:data:`verl.trainer.main_ppo.CLUSTER_SYSTEM_CONFIG`: no idle
-workers started ahead of tasks, workers at niceness 0) as the environment variables ``ray start`` reads."""
+NO_PRESTART_ENV = {f"RAY_{key}": str(int(value)) for key, value in NO_IDLE_WORKERS.items()}
+"""``main_ppo``'s system config for a cluster it starts (:data:`verl.trainer.main_ppo.NO_IDLE_WORKERS`: no idle
+workers started ahead of tasks) as the environment variables ``ray start`` reads."""
 
 
 def _free_port() -> int:
@@ -60,7 +60,7 @@ class RayCluster:
         self.proc = subprocess.Popen(
             command,
             cwd=cwd,
-            env={**env, **CLUSTER_ENV, **self.auth_env, "RAY_TMPDIR": self.tmpdir},
+            env={**env, **NO_PRESTART_ENV, **self.auth_env, "RAY_TMPDIR": self.tmpdir},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

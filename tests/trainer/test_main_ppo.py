@@ -281,13 +281,13 @@ def test_ray_starts_without_idle_workers_and_a_joined_cluster_keeps_its_settings
     first) passes neither: Ray refuses both from a joining driver."""
     from omegaconf import OmegaConf
 
-    from verl.trainer.main_ppo import CLUSTER_SYSTEM_CONFIG, _ray_init_kwargs
+    from verl.trainer.main_ppo import NO_IDLE_WORKERS, _ray_init_kwargs
 
     config = OmegaConf.create({"ray_kwargs": {"ray_init": {"num_cpus": 3}}, "trainer": {"seed": 1}})
     monkeypatch.setenv("RAY_TMPDIR", short_ray_tmpdir())  # no cluster recorded there
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     started = _ray_init_kwargs(config)
-    assert started["num_cpus"] == 3 and started["_system_config"] == CLUSTER_SYSTEM_CONFIG
+    assert started["num_cpus"] == 3 and started["_system_config"] == NO_IDLE_WORKERS
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
     joined = _ray_init_kwargs(config)
     assert not {"num_cpus", "_system_config"} & joined.keys()

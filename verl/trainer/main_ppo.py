@@ -106,12 +106,10 @@ def prepare_config(config, schema: type | None = None):
     return typed
 
 
-CLUSTER_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False, "worker_niceness": 0}
-"""Ray's system config for a cluster that ``main_ppo`` starts. No worker processes started ahead of any task: the
+NO_IDLE_WORKERS = {"prestart_worker_first_driver": False, "enable_worker_prestart": False}
+"""Ray's system config for a cluster that ``main_ppo`` starts: no worker processes started ahead of any task. The
 training runs in actors, each in a process of its own, so Ray's pre-started workers (``num_cpus`` of them, each
-importing torch through the setup hook) only take CPU from the start-up. Workers at the default CPU priority: Ray
-starts them at niceness 15, and a colocated engine's scheduler processes (SGLang's), launched by the worker, inherit it.
-A cluster started with ``ray start`` takes ``RAY_worker_niceness=0`` in the environment of that command instead."""
+importing torch through the setup hook) only take CPU from the start-up."""
 
 
 def _attaches_to_running_cluster() -> bool:
@@ -140,8 +138,8 @@ def _num_cpus(config) -> int | None:
 def _ray_init_kwargs(config) -> dict[str, Any]:
     """``ray.init`` arguments: no dashboard; every process seeded from ``trainer.seed`` and running
     ``$VERL_WORKER_SETUP_HOOKS`` (``verl.trainer.ppo.worker_setup``); when this process starts the cluster,
-    :func:`_num_cpus`, no pre-started idle workers and workers at niceness 0 (:data:`CLUSTER_SYSTEM_CONFIG`). A run
-    that joins a running cluster takes that cluster's settings (Ray refuses them from a joining driver)."""
+    :func:`_num_cpus` and no pre-started idle workers (:data:`NO_IDLE_WORKERS`). A run that joins a running cluster
+    takes that cluster's settings (Ray refuses them from a joining driver)."""
     from verl.trainer.ppo.seeding import SEED_ENV
     from verl.trainer.ppo.worker_setup import HOOKS_ENV, SETUP_HOOK
     from verl.utils.gc_heap import FREEZE_ENV
@@ -171,7 +169,7 @@ def _ray_init_kwargs(config) -> dict[str, Any]:
         "log_to_driver": True,
     }
     if not _attaches_to_running_cluster():
-        kwargs.update(num_cpus=_num_cpus(config), _system_config=CLUSTER_SYSTEM_CONFIG)
+        kwargs.update(num_cpus=_num_cpus(config), _system_config=NO_IDLE_WORKERS)
     return kwargs
 
 
