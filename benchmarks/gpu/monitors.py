@@ -87,14 +87,17 @@ TOP_LINES = 40
 """Lines of each ``top`` frame kept: the summary and the busiest processes."""
 
 
-def _start_gpu_monitors(out: Path, name: str, device: str) -> list[subprocess.Popen]:
+MONITORS = ("pmon", "dmon", "top", "cpu")
+
+
+def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...] = MONITORS) -> list[subprocess.Popen]:
     """Once a second, into ``<name>.{pmon,dmon,top}.log`` (kept in logs.tar.gz): ``nvidia-smi pmon`` (SM and
     memory-bandwidth use per process on GPU ``device``: does the training process's context run kernels while the
     engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
     is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
     memory sampler. Every 0.25 s, :mod:`benchmarks.gpu.cpu_monitor` records each thread's CPU time and the host's
     steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it). Each monitor is its own process
-    group (:func:`_stop_group`)."""
+    group (:func:`_stop_group`). ``tools`` picks some of them (``("cpu",)`` where there is no ``nvidia-smi``)."""
     commands = {
         "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
         "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
@@ -112,6 +115,8 @@ def _start_gpu_monitors(out: Path, name: str, device: str) -> list[subprocess.Po
     }
     monitors = []
     for tool, command in commands.items():
+        if tool not in tools:
+            continue
         sink = open(out / f"{name}.{tool}.log", "w")  # noqa: SIM115 - closed with the process
         monitors.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True))
         sink.close()  # the child holds its own descriptor

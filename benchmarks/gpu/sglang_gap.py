@@ -49,11 +49,15 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks.gpu.generation_context import per_generation, print_rows
+from benchmarks.gpu.monitors import MONITORS, _start_gpu_monitors, _stop_group
 
 VARIANTS = (
     "bare",
@@ -67,6 +71,7 @@ VARIANTS = (
 )
 FLAGS = ("keep", "churn", "idle", "spin", "ray", "nice0")
 """Suffixes of a ``rollout-...`` variant (see the module docstring)."""
+
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
 
@@ -158,17 +163,19 @@ def run_rollout(
             engine_seconds.append(time.perf_counter() - begin)
 
     engine.generate = timed_generate
-    seconds, tokens, sync = [], [], []
+    seconds, tokens, sync, windows, wall_windows = [], [], [], [], []
     for repeat in range(args.repeats + 1):
         begin = time.perf_counter()
         with manager:
-            synced = time.perf_counter()
+            synced, wall = time.perf_counter(), time.time()
             output = rollout.generate_sequences(prompts)
             done = time.perf_counter()
         if repeat:  # the first pass is the warm-up
             sync.append(synced - begin)
             seconds.append(done - synced)
             tokens.append(int(output.batch["response_mask"].sum()))
+            windows.append((synced, done))
+            wall_windows.append((wall, wall + done - synced))
         if churn_gib:
             churn(churn_gib)
         time.sleep(idle_s)
@@ -181,6 +188,9 @@ def run_rollout(
         "engine_seconds": statistics.median(engine_only),
         "sync_seconds": statistics.median(sync),
         "tokens": statistics.median(tokens),
+        "all_tokens_per_s": [t / s for t, s in zip(tokens, seconds)],
+        "windows": windows,  # each repeat's generation, perf_counter (benchmarks.gpu.generation_context)
+        "wall_windows": wall_windows,
     }
 
 
@@ -264,13 +274,20 @@ def launch(args, variant: str, out: Path) -> dict:
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
-    with open(log, "w") as sink:
-        try:
-            rc = subprocess.run(
-                command + common, stdout=sink, stderr=subprocess.STDOUT, timeout=args.timeout
-            ).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+    tools = MONITORS if shutil.which("nvidia-smi") else ("cpu",)
+    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    monitors = _start_gpu_monitors(out, variant, device, tools) if args.monitor else []
+    try:
+        with open(log, "w") as sink:
+            try:
+                rc = subprocess.run(
+                    command + common, stdout=sink, stderr=subprocess.STDOUT, timeout=args.timeout
+                ).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+    finally:
+        for monitor in monitors:
+            _stop_group(monitor)
     text = log.read_text(errors="replace")
     result: dict = {"variant": variant, "rc": rc, "wall_s": round(time.perf_counter() - begin, 1)}
     for line in text.splitlines():
@@ -282,6 +299,9 @@ def launch(args, variant: str, out: Path) -> dict:
     busy = [r for r in rates if r > 1000]  # lines logged while the batch was running, not a trailing request
     result["scheduler_decode_tokens_per_s"] = statistics.median(busy) if busy else None
     result["decode_lines"] = len(rates)
+    result["generations"] = per_generation(out, variant, result)
+    if result["generations"]:
+        print_rows(variant, result["generations"])
     return result
 
 
@@ -306,6 +326,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--churn-gib", type=float, default=30.0, help="rollout-churn's GiB per training step")
     parser.add_argument("--idle-s", type=float, default=2.0, help="rollout-idle's seconds between generations")
     parser.add_argument("--timeout", type=float, default=150, help="seconds per variant")
+    parser.add_argument(
+        "--no-monitor",
+        dest="monitor",
+        action="store_false",
+        help="no per-thread CPU monitor and nvidia-smi pmon/dmon/top beside each variant (on by default: they give "
+        "each generation's context, benchmarks.gpu.generation_context)",
+    )
     args = parser.parse_args(argv)
     if args.model is None:
         from verl.utils.default_model import default_model_path

@@ -65,6 +65,10 @@ def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, 
     assert 0 < result["tokens"] <= 2 * 2 * 8  # prompts x samples x max tokens
     assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
     assert result["engine_tokens_per_s"] >= result["tokens_per_s"] > 0
+    # each generation beside what the machine did during it (the CPU monitor ran beside the variant)
+    assert (tmp_path / "out" / f"{variant}.cpu.jsonl").exists()
+    assert [g["tokens_per_s"] for g in result["generations"]] == result["all_tokens_per_s"]
+    assert len(result["all_tokens_per_s"]) == 2  # --repeats
     if niceness is not None:
         assert (result["worker_niceness"], result["omp_num_threads"]) == (niceness, "1")
 

@@ -1,0 +1,155 @@
+"""What each timed generation of a benchmark ran beside (issue 14's per-generation decode level).
+
+Session 22 (``benchmarks/results/gpu_session22_2026-11-29.md``): with the same batch, weights and seed every time, the
+SGLang scheduler's decode rate in the isolated rollout (``benchmarks.gpu.sglang_gap``) changed from one generation to
+the next between about 40k and 80k tokens/s, steady within each; the bare engine held 80-87k in all but one of its
+six. Five repeats a setup then rank setups by chance. This puts each generation of a run next to what the machine did
+during it, to find what sets the level:
+
+- the busiest thread of the run in that window (the engine's driving thread: SGLang's scheduler, or the process that
+  calls vLLM's in-process engine), the vCPUs it ran on and how much of a core it got;
+- the other threads that were busy (``busy_cores`` or more) on the same physical cores (hyperthread siblings
+  included, :func:`benchmarks.gpu.affinity.sibling_groups`), and the host's steal time;
+- the GPU's SM clock and power from ``nvidia-smi dmon`` (once a second, wall-clock time stamps), where it ran.
+
+Inputs: :mod:`benchmarks.gpu.cpu_monitor`'s file (``time.monotonic()`` stamps, the clock of ``time.perf_counter``),
+each generation's ``perf_counter`` and ``time.time()`` windows, and its tokens/s.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+from benchmarks.gpu.affinity import sibling_groups
+from benchmarks.gpu.cpu_monitor import _load
+
+BUSY_CORES = 0.2
+"""A thread with this much of a core or more in a sample counts as busy beside the engine's thread."""
+
+
+def _core_of(groups: list[list[int]]) -> dict[int, int]:
+    """vCPU -> index of its physical core."""
+    return {cpu: index for index, group in enumerate(groups) for cpu in group}
+
+
+def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[int]] | None = None) -> list[dict]:
+    """Per window: the busiest thread (``engine_thread``: "process | thread"), its mean cores and its vCPUs, the
+    busy threads that shared its physical core (``sharing``: name -> samples), the number of busy threads, and the
+    host's mean steal (cores). Samples are those whose end falls in the window; a window without one gets
+    ``samples`` 0."""
+    names, samples = _load(path)
+    core = _core_of(groups if groups is not None else sibling_groups(set(range(os.cpu_count() or 1))))
+    rows = []
+    for begin, end in windows:
+        inside = [s for s in samples if begin <= s["t"] <= end]
+        row: dict = {"samples": len(inside)}
+        if not inside:
+            rows.append(row)
+            continue
+        totals: dict[str, float] = {}
+        for sample in inside:
+            for key, (cores, _) in sample["threads"].items():
+                totals[key] = totals.get(key, 0.0) + cores / len(inside)
+        engine = max(totals, key=totals.get)
+        engine_cpus: list[int] = []
+        sharing: dict[str, int] = {}
+        busy = set()
+        for sample in inside:
+            threads = sample["threads"]
+            if engine not in threads:
+                continue
+            engine_cpu = threads[engine][1]
+            engine_cpus.append(engine_cpu)
+            for key, (cores, cpu) in threads.items():
+                if key == engine or cores < BUSY_CORES:
+                    continue
+                busy.add(key)
+                if core.get(cpu, cpu) == core.get(engine_cpu, engine_cpu):
+                    name = " | ".join(names.get(key, ["?", "?"]))
+                    sharing[name] = sharing.get(name, 0) + 1
+        row.update(
+            engine_thread=" | ".join(names.get(engine, ["?", "?"])),
+            engine_cores=round(totals[engine], 2),
+            engine_cpus=sorted(set(engine_cpus)),
+            sharing=sharing,
+            busy_threads=len(busy),
+            steal_cores=round(statistics.mean(s["host"].get("steal", 0.0) for s in inside), 2),
+        )
+        rows.append(row)
+    return rows
+
+
+def dmon_rows(path: Path, wall_windows: list[tuple[float, float]]) -> list[dict]:
+    """Per wall-clock window: median SM clock (MHz) and power (W) of the ``nvidia-smi dmon -o T`` lines whose second
+    overlaps it (dmon prints once a second, stamped to the second), else of the last line before it; empty where the
+    file has none."""
+    if not path.exists():
+        return [{} for _ in wall_windows]
+    header: list[str] = []
+    lines: list[tuple[float, dict[str, str]]] = []
+    for text in path.read_text().splitlines():
+        fields = text.split()
+        if not fields:
+            continue
+        if fields[0] == "#Time":
+            header = fields[1:]
+            continue
+        if fields[0].startswith("#") or not header or len(fields) < len(header) + 1:
+            continue
+        lines.append((_seconds_of_day(fields[0]), dict(zip(header, fields[1:]))))
+    rows = []
+    for begin, end in wall_windows:
+        b, e = _seconds_of_day_wall(begin), _seconds_of_day_wall(end)
+        inside = [values for t, values in lines if t <= e and t + 1.0 > b]  # a line stamped t covers [t, t + 1)
+        if not inside:
+            before = [values for t, values in lines if t <= b]
+            inside = before[-1:]
+        row = {}
+        for column, key in (("pclk", "sm_clock_mhz"), ("pwr", "power_w")):
+            numbers = [float(v[column]) for v in inside if v.get(column, "-").replace(".", "", 1).isdigit()]
+            if numbers:
+                row[key] = statistics.median(numbers)
+        rows.append(row)
+    return rows
+
+
+def _seconds_of_day(stamp: str) -> float:
+    hours, minutes, seconds = stamp.split(":")
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def _seconds_of_day_wall(timestamp: float) -> float:
+    moment = datetime.fromtimestamp(timestamp)
+    return moment.hour * 3600 + moment.minute * 60 + moment.second + moment.microsecond / 1e6
+
+
+def per_generation(out: Path, name: str, result: dict) -> list[dict]:
+    """Rows for run ``name``'s timed generations: ``result`` has ``all_tokens_per_s``, ``windows`` (perf_counter)
+    and ``wall_windows`` (``time.time()``); ``out/<name>.cpu.jsonl`` and ``out/<name>.dmon.log`` are read where
+    they exist."""
+    rates = result.get("all_tokens_per_s") or []
+    windows = [tuple(w) for w in result.get("windows") or []]
+    wall = [tuple(w) for w in result.get("wall_windows") or []]
+    cpu_path = out / f"{name}.cpu.jsonl"
+    cpu = cpu_rows(cpu_path, windows) if cpu_path.exists() else [{} for _ in windows]
+    gpu = dmon_rows(out / f"{name}.dmon.log", wall) if wall else [{} for _ in windows]
+    return [{"tokens_per_s": rate, **c, **g} for rate, c, g in zip(rates, cpu, gpu)]
+
+
+def print_rows(name: str, rows: list[dict]) -> None:
+    """One line per generation, slowest first."""
+    print(f"[{name}] generations, slowest first: tok/s | engine thread cores @ vCPUs | busy threads | sharing its "
+          "core | steal | SM MHz | W")  # fmt: skip
+    for row in sorted(rows, key=lambda r: r["tokens_per_s"]):
+        sharing = ", ".join(f"{k} x{v}" for k, v in row.get("sharing", {}).items()) or "-"
+        print(
+            f"  {row['tokens_per_s']:9,.0f} | {row.get('engine_cores', '-')} @ {row.get('engine_cpus', '-')} | "
+            f"{row.get('busy_threads', '-')} | {sharing} | {row.get('steal_cores', '-')} | "
+            f"{row.get('sm_clock_mhz', '-')} | {row.get('power_w', '-')}"
+        )
+    engines = {row.get("engine_thread") for row in rows if row.get("engine_thread")}
+    if engines:
+        print(f"  engine thread: {', '.join(sorted(engines))}")

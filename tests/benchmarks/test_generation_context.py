@@ -1,0 +1,76 @@
+"""Each timed generation placed next to what the machine did during it: hand-built monitor files."""
+
+import json
+from datetime import datetime
+
+from benchmarks.gpu.cpu_monitor import HOST_FIELDS
+from benchmarks.gpu.generation_context import cpu_rows, dmon_rows, per_generation
+
+GROUPS = [[0, 1], [2, 3]]  # two physical cores, two hyperthreads each
+NAMES = {"10/10": ["sglang::scheduler", "python"], "20/21": ["ray::Worker", "loader"], "30/30": ["top", "top"]}
+
+
+def _write_cpu(path, samples):
+    lines = [{"names": NAMES}]
+    for t, threads in samples:
+        host = {field: 0.0 for field in HOST_FIELDS} | {"steal": 0.5}
+        lines.append({"t": t, "dt": 0.25, "host": host, "threads": threads})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_each_window_names_the_engine_thread_and_what_shared_its_core(tmp_path):
+    path = tmp_path / "run.cpu.jsonl"
+    _write_cpu(
+        path,
+        [
+            # window 1 (10.0-10.6): the scheduler on vCPU 0, the loader busy on its sibling vCPU 1, then on vCPU 3
+            (10.25, {"10/10": [0.9, 0], "20/21": [0.8, 1], "30/30": [0.05, 2]}),
+            (10.5, {"10/10": [0.9, 0], "20/21": [0.7, 3]}),
+            # between the windows: nothing counts
+            (11.0, {"20/21": [1.0, 0]}),
+            # window 2 (12.0-12.3): the scheduler alone on vCPU 2
+            (12.25, {"10/10": [0.6, 2], "30/30": [0.1, 3]}),
+        ],
+    )
+    first, second, empty = cpu_rows(path, [(10.0, 10.6), (12.0, 12.3), (13.0, 14.0)], groups=GROUPS)
+
+    assert first["samples"] == 2 and first["engine_thread"] == "sglang::scheduler | python"
+    assert first["engine_cores"] == 0.9 and first["engine_cpus"] == [0]
+    assert first["sharing"] == {"ray::Worker | loader": 1}  # only the sample where it ran on vCPU 0's sibling
+    assert first["busy_threads"] == 1  # top's 0.05 of a core is below the threshold
+    assert first["steal_cores"] == 0.5
+
+    assert second["engine_cpus"] == [2] and second["engine_cores"] == 0.6
+    assert second["sharing"] == {} and second["busy_threads"] == 0
+    assert empty == {"samples": 0}
+
+
+def test_dmon_lines_inside_a_wall_window_give_its_clock_and_power(tmp_path):
+    path = tmp_path / "run.dmon.log"
+    path.write_text(
+        "#Time        gpu    pwr  gtemp  mtemp     sm    mem   mclk   pclk\n"
+        "#HH:MM:SS    Idx      W      C      C      %      %    MHz    MHz\n"
+        " 02:06:54      0     90     30     35      0      0   3201    345\n"
+        " 02:06:55      0    300     31     36     80     20   3201   1980\n"
+        " 02:06:56      0    320     32     37     85     22   3201   1700\n"
+        " 02:06:58      0    100     30     35      0      0   3201    345\n"
+    )
+    day = datetime(2026, 11, 29)
+
+    def at(second: float) -> float:
+        return day.replace(hour=2, minute=6).timestamp() + second
+
+    window = (at(55), at(56))
+    inside, early, gap = dmon_rows(path, [window, (at(54.5), at(54.5)), (at(57.2), at(57.5))])
+    assert inside == {"sm_clock_mhz": 1840.0, "power_w": 310.0}  # medians of 02:06:55 and 02:06:56
+    assert early == {"sm_clock_mhz": 345.0, "power_w": 90.0}  # the line stamped 02:06:54 covers 54.0-55.0
+    assert gap == {"sm_clock_mhz": 1700.0, "power_w": 320.0}  # no line for 02:06:57: the last one before it
+    assert dmon_rows(tmp_path / "missing.log", [window]) == [{}]
+
+
+def test_per_generation_pairs_each_rate_with_its_window(tmp_path):
+    _write_cpu(tmp_path / "v.cpu.jsonl", [(1.5, {"10/10": [1.0, 0]}), (2.5, {"10/10": [0.5, 1]})])
+    result = {"all_tokens_per_s": [100.0, 50.0], "windows": [[1.0, 2.0], [2.0, 3.0]], "wall_windows": []}
+    rows = per_generation(tmp_path, "v", result)
+    assert [r["tokens_per_s"] for r in rows] == [100.0, 50.0]
+    assert [r["engine_cores"] for r in rows] == [1.0, 0.5]
