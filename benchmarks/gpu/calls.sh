@@ -37,9 +37,10 @@
 #           the Ray worker at Ray's niceness 15 and at 0, the rollout alone, without the memory saver (keep), and
 #           bare; results straight into $OUT (session 22: over 480 s on a fresh machine, bare not reached; the
 #           per-generation spread made its five repeats too few to rank the setups)
-#   gapctx  issue 14's per-generation decode level: the bare engine, the isolated rollout and the same without the
-#           memory saver, twelve generations each, every generation beside its engine thread's vCPUs and busy
-#           neighbours, host steal, SM clock and power (benchmarks/gpu/generation_context.py; about 330 s cold)
+#   gapctx  issue 14's per-generation decode level: the bare engine, the isolated rollout, the same with SGLang's
+#           sleep_on_idle off (spin) and without the memory saver (keep): the rollout's two engine settings that the
+#           bare engine lacks. Twelve generations each, every one beside its engine thread's vCPUs and busy
+#           neighbours, host steal, SM clock and power (benchmarks/gpu/generation_context.py; about 400 s cold)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
 #           FlashInfer, the embedded model): what a later session could carry in instead of a cold warm-up (seconds)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
@@ -95,7 +96,7 @@ for preset in "$@"; do
       --out "$OUT/gapray" --variants rollout-ray,rollout-ray-nice0,rollout,rollout-keep,bare \
       --gpu-memory-utilization 0.15 --repeats 5 --timeout 200 ;;
     gapctx) PYTHONPATH=$SG item gapctx 480 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
-      --out /tmp/gapctx --variants bare,rollout,rollout-keep --gpu-memory-utilization 0.15 --repeats 12 \
+      --out /tmp/gapctx --variants bare,rollout,rollout-spin,rollout-keep --gpu-memory-utilization 0.15 --repeats 12 \
       --timeout 150
       keep /tmp/gapctx gapctx ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

