@@ -319,7 +319,7 @@ def run_verl(
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
     if monitors:
-        cpu_during_generation(out, name, records, arrivals)
+        cpu_during_generation(out, name, records, arrivals, sequences=PROMPTS * SAMPLES)
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records

@@ -137,19 +137,35 @@ def _stop_group(process: subprocess.Popen) -> None:
         process.wait(timeout=10)
 
 
-def cpu_during_generation(out: Path, name: str, records: list[dict], arrivals: dict[int, float]) -> None:
+def cpu_during_generation(
+    out: Path, name: str, records: list[dict], arrivals: dict[int, float], sequences: int | None = None
+) -> None:
     """Print who used the CPUs during the generation phases of steps 2 and later of run ``name`` (from its
-    ``<name>.cpu.jsonl``; ``arrivals[i]`` is when record ``i``'s step ended), against the rest of the run."""
+    ``<name>.cpu.jsonl``; ``arrivals[i]`` is when record ``i``'s step ended, on this process's ``perf_counter``),
+    against the rest of the run; then each of those steps' generation with what ran during it
+    (:mod:`benchmarks.gpu.generation_context`; ``sequences`` per step turn the mean response length into
+    tokens/s of the rollout's own call)."""
     from benchmarks.gpu.cpu_monitor import print_summary, summarize
+    from benchmarks.gpu.generation_context import per_generation, print_rows
 
     path = out / f"{name}.cpu.jsonl"
-    windows = [
-        window
+    steps = [
+        (record, window)
         for index, record in enumerate(records)
         if index in arrivals and record.get("step", 0) >= 2
         if (window := phase_window(record, arrivals[index], "gen")) is not None
     ]
+    windows = [window for _, window in steps]
     if not path.exists() or not windows:
         return
     print(f"[{name}] CPU use during generation (steps 2+, busy) and elsewhere (other):", flush=True)
     print_summary(summarize(path, windows=windows, top=15))
+    timed = [(r, w) for r, w in steps if "response_length/mean" in r and "timing_s/rollout_call" in r]
+    if sequences and timed:
+        wall_offset = time.time() - time.perf_counter()
+        result = {
+            "all_tokens_per_s": [r["response_length/mean"] * sequences / r["timing_s/rollout_call"] for r, _ in timed],
+            "windows": [w for _, w in timed],
+            "wall_windows": [(b + wall_offset, e + wall_offset) for _, (b, e) in timed],
+        }
+        print_rows(f"{name} steps 2+", per_generation(out, name, result))

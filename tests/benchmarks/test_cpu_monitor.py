@@ -70,3 +70,25 @@ def test_generation_windows_come_from_step_end_times_and_phase_durations(tmp_pat
     assert "busy in 2, not in 2" in printed
     assert "steal 2.0" in busy and "3.00  2 ray::TaskRunner" in busy and "1.00  1 sglang::scheduler" in busy
     assert "0.50  2 ray::TaskRunner" in other and "sglang" not in other
+
+
+def test_each_loop_step_generation_gets_its_rate_and_engine_thread(tmp_path, capsys):
+    from benchmarks.gpu.monitors import cpu_during_generation
+
+    host = dict.fromkeys(cpu_monitor.HOST_FIELDS, 0.0)
+    lines = [{"names": {"1/1": ["sglang::scheduler", "python"], "2/2": ["ray::WorkerDict", "python"]}}]
+    # step 2's generation 100..102 (the scheduler on vCPU 0 with the worker beside it), step 3's 199..200
+    lines.append({"t": 101.0, "dt": 0.5, "host": host, "threads": {"1/1": [0.9, 0], "2/2": [0.5, 0]}})
+    lines.append({"t": 199.5, "dt": 0.5, "host": host, "threads": {"1/1": [0.7, 3]}})
+    (tmp_path / "run.cpu.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    step2 = {"step": 2, "timing_s/step": 3.0, "timing_s/gen": 2.0, "timing_s/rollout_call": 1.6,
+             "response_length/mean": 200.0}  # fmt: skip
+    step3 = {"step": 3, "timing_s/step": 3.0, "timing_s/gen": 1.0, "timing_s/rollout_call": 0.4,
+             "response_length/mean": 100.0}  # fmt: skip
+    cpu_during_generation(tmp_path, "run", [step2, step3], {0: 103.0, 1: 202.0}, sequences=8)
+
+    rows = capsys.readouterr().out.split("[run steps 2+] generations, slowest first")[1].splitlines()[1:3]
+    # 200 tokens x 8 sequences in the rollout's 1.6 s call = 1,000 tok/s, slower than step 3's 100 x 8 / 0.4
+    assert rows[0].split("|")[0].strip() == "1,000" and "0.9 @ [0]" in rows[0]
+    assert "sglang::scheduler" not in rows[0].split("|")[3] and "ray::WorkerDict | python x1" in rows[0]
+    assert rows[1].split("|")[0].strip() == "2,000" and "0.7 @ [3]" in rows[1] and "| 0 | - |" in rows[1]
