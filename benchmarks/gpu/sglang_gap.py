@@ -297,7 +297,7 @@ def launch(args, variant: str, out: Path) -> dict:
     for line in text.splitlines():
         if line.startswith("RESULT "):
             result.update(json.loads(line[len("RESULT ") :]))
-        elif line.startswith("{") and '"run": "standalone-sglang"' in line:
+        elif line.startswith("{") and f'"run": "standalone-{args.engine}"' in line:
             result.update(json.loads(line))
     rates = [float(m) for m in DECODE_RATE.findall(text)]
     busy = [r for r in rates if r > 1000]  # lines logged while the batch was running, not a trailing request

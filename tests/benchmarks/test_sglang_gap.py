@@ -44,11 +44,14 @@ def test_listed_variants_are_distinct_setups():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant, niceness", [("rollout", None), ("rollout-ray", 15), ("rollout-ray-nice0", 0)])
+@pytest.mark.parametrize(
+    "variant, niceness", [("bare", None), ("rollout", None), ("rollout-ray", 15), ("rollout-ray-nice0", 0)]
+)
 def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, niceness):
-    """``--engine vllm`` on CPU: the isolated rollout (weight sync, generation, release, twice) in its own process,
-    or inside a Ray actor, with the engine's own call timed inside the rollout's. The actor runs at Ray's worker
-    niceness of 15, as ``main_ppo``'s workers do (0 with ``nice0``), with Ray's one OpenMP thread."""
+    """``--engine vllm`` on CPU: the bare ``vllm.LLM``, or the isolated rollout (weight sync, generation, release,
+    twice) in its own process or inside a Ray actor, with the engine's own call timed inside the rollout's. The actor
+    runs at Ray's worker niceness of 15, as ``main_ppo``'s workers do (0 with ``nice0``), with Ray's one OpenMP
+    thread."""
     import pandas as pd
 
     from benchmarks.gpu.sglang_gap import main
@@ -63,8 +66,10 @@ def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, 
     (result,) = main(argv)
     assert result["rc"] == 0, (tmp_path / "out" / f"{variant}.log").read_text()[-3000:]
     assert 0 < result["tokens"] <= 2 * 2 * 8  # prompts x samples x max tokens
-    assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
-    assert result["engine_tokens_per_s"] >= result["tokens_per_s"] > 0
+    assert result["tokens_per_s"] > 0
+    if variant != "bare":
+        assert result["engine_seconds"] <= result["seconds"]  # the engine's call is inside the rollout's
+        assert result["engine_tokens_per_s"] >= result["tokens_per_s"]
     # each generation beside what the machine did during it (the CPU monitor ran beside the variant)
     assert (tmp_path / "out" / f"{variant}.cpu.jsonl").exists()
     assert [g["tokens_per_s"] for g in result["generations"]] == result["all_tokens_per_s"]
