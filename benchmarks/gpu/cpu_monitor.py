@@ -142,7 +142,7 @@ def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float
             samples += 1
 
 
-def _load(path: Path) -> tuple[dict[str, list[str]], list[dict]]:
+def load(path: Path) -> tuple[dict[str, list[str]], list[dict]]:
     names: dict[str, list[str]] = {}
     samples: list[dict] = []
     for line in path.read_text().splitlines():
@@ -168,7 +168,7 @@ def summarize(
     A sample is busy when it ends inside one of ``windows`` (``time.monotonic()`` intervals, e.g. the generation
     phases of a run), or, without windows, when ``busy_process``'s threads together use at least ``busy_cores``
     (the scheduler generates). Returns the numbers; ``busy_samples`` 0 means no sample qualified."""
-    names, samples = _load(path)
+    names, samples = load(path)
     busy_keys = {key for key, (process, _) in names.items() if busy_process in process}
 
     def busy(sample: dict) -> bool:

@@ -13,18 +13,20 @@ during it, to find what sets the level:
 - the GPU's SM clock and power from ``nvidia-smi dmon`` (once a second, wall-clock time stamps), where it ran.
 
 Inputs: :mod:`benchmarks.gpu.cpu_monitor`'s file (``time.monotonic()`` stamps, the clock of ``time.perf_counter``),
-each generation's ``perf_counter`` and ``time.time()`` windows, and its tokens/s.
+each generation's ``perf_counter`` window and its tokens/s. Read on the machine that ran them, right after: the
+monotonic clock is the machine's, so one offset to ``time.time()`` gives the windows' wall-clock times for dmon.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import time
 from datetime import datetime
 from pathlib import Path
 
 from benchmarks.gpu.affinity import sibling_groups
-from benchmarks.gpu.cpu_monitor import _load
+from benchmarks.gpu.cpu_monitor import load
 
 BUSY_CORES = 0.2
 """A thread with this much of a core or more in a sample counts as busy beside the engine's thread."""
@@ -40,7 +42,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
     busy threads that shared its physical core (``sharing``: name -> samples), the number of busy threads, and the
     host's mean steal (cores). Samples are those whose end falls in the window; a window without one gets
     ``samples`` 0."""
-    names, samples = _load(path)
+    names, samples = load(path)
     core = _core_of(groups if groups is not None else sibling_groups(set(range(os.cpu_count() or 1))))
     rows = []
     for begin, end in windows:
@@ -127,15 +129,16 @@ def _seconds_of_day_wall(timestamp: float) -> float:
 
 
 def per_generation(out: Path, name: str, result: dict) -> list[dict]:
-    """Rows for run ``name``'s timed generations: ``result`` has ``all_tokens_per_s``, ``windows`` (perf_counter)
-    and ``wall_windows`` (``time.time()``); ``out/<name>.cpu.jsonl`` and ``out/<name>.dmon.log`` are read where
-    they exist."""
+    """Rows for run ``name``'s timed generations: ``result`` has ``all_tokens_per_s`` and ``windows``
+    (``perf_counter``, on this machine); ``out/<name>.cpu.jsonl`` and ``out/<name>.dmon.log`` are read where they
+    exist."""
     rates = result.get("all_tokens_per_s") or []
     windows = [tuple(w) for w in result.get("windows") or []]
-    wall = [tuple(w) for w in result.get("wall_windows") or []]
+    offset = time.time() - time.perf_counter()  # the machine's monotonic clock -> wall clock
+    wall = [(begin + offset, end + offset) for begin, end in windows]
     cpu_path = out / f"{name}.cpu.jsonl"
     cpu = cpu_rows(cpu_path, windows) if cpu_path.exists() else [{} for _ in windows]
-    gpu = dmon_rows(out / f"{name}.dmon.log", wall) if wall else [{} for _ in windows]
+    gpu = dmon_rows(out / f"{name}.dmon.log", wall)
     return [{"tokens_per_s": rate, **c, **g} for rate, c, g in zip(rates, cpu, gpu)]
 
 

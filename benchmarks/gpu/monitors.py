@@ -162,10 +162,8 @@ def cpu_during_generation(
     print_summary(summarize(path, windows=windows, top=15))
     timed = [(r, w) for r, w in steps if "response_length/mean" in r and "timing_s/rollout_call" in r]
     if sequences and timed:
-        wall_offset = time.time() - time.perf_counter()
         result = {
             "all_tokens_per_s": [r["response_length/mean"] * sequences / r["timing_s/rollout_call"] for r, _ in timed],
             "windows": [w for _, w in timed],
-            "wall_windows": [(b + wall_offset, e + wall_offset) for _, (b, e) in timed],
         }
         print_rows(f"{name} steps 2+", per_generation(out, name, result))

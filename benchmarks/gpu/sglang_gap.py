@@ -167,11 +167,11 @@ def run_rollout(
             engine_seconds.append(time.perf_counter() - begin)
 
     engine.generate = timed_generate
-    seconds, tokens, sync, windows, wall_windows = [], [], [], [], []
+    seconds, tokens, sync, windows = [], [], [], []
     for repeat in range(args.repeats + 1):
         begin = time.perf_counter()
         with manager:
-            synced, wall = time.perf_counter(), time.time()
+            synced = time.perf_counter()
             output = rollout.generate_sequences(prompts)
             done = time.perf_counter()
         if repeat:  # the first pass is the warm-up
@@ -179,7 +179,6 @@ def run_rollout(
             seconds.append(done - synced)
             tokens.append(int(output.batch["response_mask"].sum()))
             windows.append((synced, done))
-            wall_windows.append((wall, wall + done - synced))
         if churn_gib:
             churn(churn_gib)
         time.sleep(idle_s)
@@ -194,7 +193,6 @@ def run_rollout(
         "tokens": statistics.median(tokens),
         "all_tokens_per_s": [t / s for t, s in zip(tokens, seconds)],
         "windows": windows,  # each repeat's generation, perf_counter (benchmarks.gpu.generation_context)
-        "wall_windows": wall_windows,
     }
 
 

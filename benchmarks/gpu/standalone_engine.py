@@ -120,14 +120,13 @@ def main(argv: list[str] | None = None) -> dict:
     generate = (vllm_generate if args.engine == "vllm" else sglang_generate)(args, prompts)
     startup = time.perf_counter() - start
     generate()  # warm-up: first-batch compilation and allocation stay out of the numbers
-    seconds, tokens, windows, wall_windows = [], [], [], []
+    seconds, tokens, windows = [], [], []
     for _ in range(args.repeats):
-        begin, wall = time.perf_counter(), time.time()
+        begin = time.perf_counter()
         tokens.append(generate())
         end = time.perf_counter()
         seconds.append(end - begin)
         windows.append((begin, end))
-        wall_windows.append((wall, wall + end - begin))
     rates = [t / s for t, s in zip(tokens, seconds)]
     result = {
         "run": f"standalone-{args.engine}",
@@ -139,7 +138,6 @@ def main(argv: list[str] | None = None) -> dict:
         "tokens": statistics.median(tokens),
         "all_tokens_per_s": rates,
         "windows": windows,  # each repeat's perf_counter interval (benchmarks.gpu.generation_context)
-        "wall_windows": wall_windows,
         "startup_s": startup,
         "sequences": args.prompts * args.n,
     }

@@ -70,7 +70,7 @@ def test_dmon_lines_inside_a_wall_window_give_its_clock_and_power(tmp_path):
 
 def test_per_generation_pairs_each_rate_with_its_window(tmp_path):
     _write_cpu(tmp_path / "v.cpu.jsonl", [(1.5, {"10/10": [1.0, 0]}), (2.5, {"10/10": [0.5, 1]})])
-    result = {"all_tokens_per_s": [100.0, 50.0], "windows": [[1.0, 2.0], [2.0, 3.0]], "wall_windows": []}
+    result = {"all_tokens_per_s": [100.0, 50.0], "windows": [[1.0, 2.0], [2.0, 3.0]]}
     rows = per_generation(tmp_path, "v", result)
     assert [r["tokens_per_s"] for r in rows] == [100.0, 50.0]
     assert [r["engine_cores"] for r in rows] == [1.0, 0.5]
