@@ -44,6 +44,13 @@
 #           sleep_on_idle off (spin) and without the memory saver (keep): the rollout's two engine settings that the
 #           bare engine lacks. Twelve generations each, every one beside its engine thread's vCPUs and busy
 #           neighbours, host steal, SM clock and power (benchmarks/gpu/generation_context.py; about 400 s cold)
+#   saver   session 23's follow-up of `gapctx` (`rollout-keep`, without SGLang's memory saver and the release/resume
+#           around each generation, made 0.91 and 1.00 of bare on the same tokens; `rollout` 0.82 and 0.79): the saver
+#           without releases (`rollout-keep-saver`), releasing only the KV cache (`rollout-relkv`) or only the weights
+#           and CUDA graphs (`rollout-relrest`), beside `rollout` and `rollout-keep`; eight generations each (about
+#           400 s on a fresh machine: its first variant compiles for about 90 s, session 23's cut it at 110 s)
+#   keeploop the loop with free_cache_engine=False (sglang@keep) beside the default loop and the bare engine, six steps
+#           each (about 280 s warm)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
 #           FlashInfer, the embedded model): what a later session could carry in instead of a cold warm-up (seconds)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
@@ -104,6 +111,12 @@ for preset in "$@"; do
       --out /tmp/gapctx --variants bare,rollout,rollout-spin,rollout-keep --gpu-memory-utilization 0.15 --repeats 12 \
       --timeout 150
       keep /tmp/gapctx gapctx ;;
+    saver) PYTHONPATH=$SG item saver 520 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
+      --out /tmp/saver --variants rollout-keep-saver,rollout-relkv,rollout-relrest,rollout,rollout-keep \
+      --gpu-memory-utilization 0.15 --repeats 8 --timeout 200
+      keep /tmp/saver saver ;;
+    keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
+      --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do
         [ -e "$dir" ] && du -sh "$dir" 2>/dev/null
       done

@@ -11,6 +11,12 @@ process, one after the other on the same GPU:
   rollout config, a bf16 actor on the GPU; each repeat is one ``with manager:`` (wake, weight sync, cache flush)
   around ``generate_sequences``, then the engine's memory is released, as a training step does;
 - ``rollout-keep``: the same with ``free_cache_engine=False`` (no memory saver, no release/wake);
+- ``rollout-keep-saver``: ``keep`` with SGLang's memory saver on all the same (``engine_kwargs.sglang
+  .enable_memory_saver``): the saver's allocator without the release and resume between generations. Session 23
+  saw ``keep`` at 0.91 and 1.00 of the bare engine and ``rollout`` at 0.82 and 0.79: which of the two does it?
+- ``rollout-relkv``, ``rollout-relrest``: ``rollout`` releasing (and resuming) only the KV cache, or only the weights
+  and CUDA graphs: after a resume the saver maps new physical memory under the same addresses, so each generation may
+  land on a different placement. Which of the engine's memory, remapped, sets a generation's level?
 - ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it
   (Ray started with ``main_ppo``'s system config, so at Ray's worker niceness of 15, which the engine's scheduler
   subprocesses inherit); ``rollout-ray-nice0``: the same with Ray's workers at niceness 0;
@@ -27,7 +33,8 @@ process, one after the other on the same GPU:
   own repeats spread as widely.)
 
 Suffixes combine: ``rollout-keep-idle``, ``rollout-churn-spin``, ... (``keep``: no memory saver; ``churn``,
-``idle``: the gaps above; ``spin``: ``sleep_on_idle`` off).
+``idle``: the gaps above; ``spin``: ``sleep_on_idle`` off; ``saver``: the memory saver on; ``relkv``, ``relrest``:
+the partial releases; the last three SGLang only).
 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
@@ -67,20 +74,26 @@ VARIANTS = (
     "bare",
     "rollout",
     "rollout-keep",
+    "rollout-keep-saver",
+    "rollout-relkv",
+    "rollout-relrest",
     "rollout-ray",
     "rollout-ray-nice0",
     "rollout-churn",
     "rollout-idle",
     "rollout-idle-spin",
 )
-FLAGS = ("keep", "churn", "idle", "spin", "ray", "nice0")
+FLAGS = ("keep", "churn", "idle", "spin", "saver", "relkv", "relrest", "ray", "nice0")
+RELEASES = {"relkv": ("kv_cache",), "relrest": ("weights", "cuda_graph")}
+"""The SGLang memory tags the ``relkv`` and ``relrest`` variants release and resume (all three otherwise)."""
 """Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
 
-def rollout_setup(args, free_cache_engine: bool, sleep_on_idle: bool = True):
-    """(rollout, manager, prompts): the benchmark's rollout config (``bench_gpu_grpo``'s keys) on a bf16 actor."""
+def rollout_setup(args, free_cache_engine: bool, sleep_on_idle: bool = True, memory_saver: bool = False):
+    """(rollout, manager, prompts): the benchmark's rollout config (``bench_gpu_grpo``'s keys) on a bf16 actor;
+    ``memory_saver`` turns SGLang's on even where ``free_cache_engine`` does not."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -109,6 +122,8 @@ def rollout_setup(args, free_cache_engine: bool, sleep_on_idle: bool = True):
     )
     cuda = torch.cuda.is_available()
     engine_kwargs = {"sglang": {"log_level": "info", "sleep_on_idle": sleep_on_idle}} if args.engine == "sglang" else {}
+    if memory_saver:
+        engine_kwargs["sglang"]["enable_memory_saver"] = True
     config = RolloutConfig(
         name=args.engine,
         prompt_length=args.max_prompt_length,
@@ -149,14 +164,41 @@ def churn(gib: float, seconds: float = 1.0) -> None:
     torch.cuda.empty_cache()
 
 
+def release_only(engine, released: tuple[str, ...]) -> None:
+    """Make ``engine`` (an ``sglang.Engine``) release only the tags in ``released`` when asked to release everything,
+    and resume only those of them it is asked to resume (the saver refuses to resume memory it did not pause)."""
+    release, resume = engine.release_memory_occupation, engine.resume_memory_occupation
+
+    def chosen(asked):
+        return [t for t in (released if asked is None else asked) if t in released]
+
+    def release_chosen(tags=None):  # the keyword the sharding manager passes
+        return release(tags=chosen(tags)) if chosen(tags) else None
+
+    def resume_chosen(tags=None):
+        return resume(tags=chosen(tags)) if chosen(tags) else None
+
+    engine.release_memory_occupation = release_chosen
+    engine.resume_memory_occupation = resume_chosen
+
+
 def run_rollout(
-    args, free_cache_engine: bool, churn_gib: float = 0.0, idle_s: float = 0.0, sleep_on_idle: bool = True
+    args,
+    free_cache_engine: bool,
+    churn_gib: float = 0.0,
+    idle_s: float = 0.0,
+    sleep_on_idle: bool = True,
+    memory_saver: bool = False,
+    release_tags: tuple[str, ...] | None = None,
 ) -> dict:
     """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release (then ``churn_gib`` GiB of
-    :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each."""
-    rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle)
+    :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each. ``release_tags``: release and
+    resume only these of SGLang's memory tags (:func:`release_only`)."""
+    rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle, memory_saver)
     engine_seconds: list[float] = []
     engine = rollout.engine if args.engine == "sglang" else rollout.inference_engine  # sglang.Engine / vllm.LLM
+    if release_tags is not None:
+        release_only(engine, release_tags)
     generate = engine.generate
 
     def timed_generate(*a, **kw):
@@ -235,11 +277,18 @@ def rollout_options(variant: str, args) -> dict:
         )
     if "spin" in flags and getattr(args, "engine", "sglang") != "sglang":
         raise ValueError(f"variant {variant!r}: 'spin' turns off SGLang's sleep_on_idle; vLLM has none")
+    if "saver" in flags and getattr(args, "engine", "sglang") != "sglang":
+        raise ValueError(f"variant {variant!r}: 'saver' is SGLang's memory saver; vLLM has none")
+    releases = [f for f in flags if f in RELEASES]
+    if releases and ("keep" in flags or len(releases) > 1 or getattr(args, "engine", "sglang") != "sglang"):
+        raise ValueError(f"variant {variant!r}: one of {sorted(RELEASES)}, without 'keep', SGLang only")
     return {
         "free_cache_engine": "keep" not in flags,
         "churn_gib": args.churn_gib if "churn" in flags else 0.0,
         "idle_s": args.idle_s if "idle" in flags else 0.0,
         "sleep_on_idle": "spin" not in flags,
+        "memory_saver": "saver" in flags,
+        "release_tags": RELEASES[releases[0]] if releases else None,
     }
 
 

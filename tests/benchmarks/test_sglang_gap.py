@@ -4,10 +4,17 @@ import argparse
 
 import pytest
 
-from benchmarks.gpu.sglang_gap import VARIANTS, rollout_options
+from benchmarks.gpu.sglang_gap import VARIANTS, release_only, rollout_options
 
 ARGS = argparse.Namespace(churn_gib=30.0, idle_s=2.0)
-PLAIN = {"free_cache_engine": True, "churn_gib": 0.0, "idle_s": 0.0, "sleep_on_idle": True}
+PLAIN = {
+    "free_cache_engine": True,
+    "churn_gib": 0.0,
+    "idle_s": 0.0,
+    "sleep_on_idle": True,
+    "memory_saver": False,
+    "release_tags": None,
+}
 
 
 @pytest.mark.parametrize(
@@ -18,6 +25,9 @@ PLAIN = {"free_cache_engine": True, "churn_gib": 0.0, "idle_s": 0.0, "sleep_on_i
         ("rollout-churn", {"churn_gib": 30.0}),
         ("rollout-idle", {"idle_s": 2.0}),
         ("rollout-idle-spin", {"idle_s": 2.0, "sleep_on_idle": False}),
+        ("rollout-keep-saver", {"free_cache_engine": False, "memory_saver": True}),
+        ("rollout-relkv", {"release_tags": ("kv_cache",)}),
+        ("rollout-relrest-idle", {"release_tags": ("weights", "cuda_graph"), "idle_s": 2.0}),
         ("rollout-keep-churn-idle", {"free_cache_engine": False, "churn_gib": 30.0, "idle_s": 2.0}),
     ],
 )
@@ -26,7 +36,17 @@ def test_suffixes_change_only_their_option(variant, changed):
 
 
 @pytest.mark.parametrize(
-    "variant", ["rollout-idel", "rolout", "rollout-ray-idle", "bare-idle", "rollout-nice0", "rollout-keep-nice0"]
+    "variant",
+    [
+        "rollout-idel",
+        "rolout",
+        "rollout-ray-idle",
+        "bare-idle",
+        "rollout-nice0",
+        "rollout-keep-nice0",
+        "rollout-keep-relkv",
+        "rollout-relkv-relrest",
+    ],
 )
 def test_unknown_names_are_refused(variant):
     with pytest.raises(ValueError, match=variant):
@@ -81,3 +101,33 @@ def test_the_rollout_setup_runs_on_cpu_with_the_vllm_rollout(tmp_path, variant, 
 def test_spin_needs_sglang():
     with pytest.raises(ValueError, match="sleep_on_idle"):
         rollout_options("rollout-spin", argparse.Namespace(churn_gib=30.0, idle_s=2.0, engine="vllm"))
+
+
+def test_saver_needs_sglang():
+    with pytest.raises(ValueError, match="memory saver"):
+        rollout_options("rollout-keep-saver", argparse.Namespace(churn_gib=30.0, idle_s=2.0, engine="vllm"))
+
+
+class RecordingEngine:
+    """Records the memory calls ``release_only`` lets through to the engine it wraps."""
+
+    def __init__(self):
+        self.calls = []
+
+    def release_memory_occupation(self, tags=None):
+        self.calls.append(("release", tags))
+
+    def resume_memory_occupation(self, tags=None):
+        self.calls.append(("resume", tags))
+
+
+def test_release_only_passes_its_tags_and_skips_the_rest():
+    """The sharding manager releases everything, then resumes the weights and then the KV cache with the CUDA
+    graphs: with only the KV cache released, the weights' resume must not reach the saver (which refuses to resume
+    what it did not pause) and the second resume names the KV cache alone."""
+    engine = RecordingEngine()
+    release_only(engine, ("kv_cache",))
+    engine.release_memory_occupation()
+    engine.resume_memory_occupation(tags=["weights"])
+    engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
+    assert engine.calls == [("release", ["kv_cache"]), ("resume", ["kv_cache"])]
