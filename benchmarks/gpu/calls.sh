@@ -53,6 +53,12 @@
 #           each (about 280 s warm)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
 #           FlashInfer, the embedded model): what a later session could carry in instead of a cold warm-up (seconds)
+#   packcaches  the compile caches SGLang's runs and the loop fill (torch inductor, Triton, FlashInfer, tvm-ffi; about
+#           29 MB after `warm`, not vLLM's 73 MB nor the rebuilt model) into $OUT/caches.tgz.partNN, 15 MiB each (a
+#           call brings back 8 files of at most 16 MiB). Here: `mkdir -p .carry/caches && cp <files_at>/caches.tgz.part*
+#           .carry/caches/`; on a fresh machine, one call before the install (carry [".carry/caches"]):
+#           `cat .carry/caches/caches.tgz.part* | tar -xzf - -C /` (session 23: a cold first engine spent 63 s
+#           compiling for its first prefill CUDA graph; session 22: engine start 95 s cold, 35 s warm)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
 #           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
 set -uo pipefail
@@ -121,6 +127,19 @@ for preset in "$@"; do
         [ -e "$dir" ] && du -sh "$dir" 2>/dev/null
       done
       du -sh ~/.cache /tmp/verl_cache 2>/dev/null ;;
+    packcaches) dirs=()
+      for dir in /tmp/torchinductor_"$(id -un)" "$HOME/.triton" "$HOME/.cache/flashinfer" "$HOME/.cache/tvm-ffi"; do
+        [ -e "$dir" ] && dirs+=("${dir#/}")
+      done
+      du -sh "${dirs[@]/#//}"
+      tar -czf /tmp/caches.tgz -C / "${dirs[@]}"
+      room=$((8 - $(find "$OUT" -type f | wc -l)))  # a call brings back 8 files
+      if [ "$(stat -c %s /tmp/caches.tgz)" -le $((room * 15 * 1024 * 1024)) ]; then
+        split -b 15m -d /tmp/caches.tgz "$OUT/caches.tgz.part" && ls -l "$OUT"/caches.tgz.part*
+      else
+        echo "packcaches: $(du -h /tmp/caches.tgz | cut -f1) packed; room for $room parts of 15 MiB: not brought back"
+      fi
+      rm -f /tmp/caches.tgz ;;
     tp) for engine in vllm sglang; do
         site=$VL; [ "$engine" = sglang ] && site=$SG
         PYTHONPATH=$site item "tp_$engine" 290 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
