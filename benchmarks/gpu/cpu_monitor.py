@@ -19,9 +19,11 @@ Summarize (per process and per thread: CPU cores used on average while the sched
 File format: one JSON object per line. ``{"names": {...}}`` lines name new threads (``"pid/tid": [process,
 thread]``: the process's command line, shortened, and the thread's ``comm``); sample lines are ``{"t": seconds,
 "dt": seconds, "host": {"user": .., "nice": .., "system": .., "idle": .., "steal": ..}, "threads": {"pid/tid":
-[cores, cpu_number]}}``. ``t`` is ``time.monotonic()`` at the end of the interval (``time.perf_counter``'s
-clock on Linux, so a benchmark can place its phases); the host figures are cores (jiffies over the interval); a
-thread's ``cores`` is its user+system time over the interval (only threads that ran).
+[cores, cpu_number, system_cores]}}``. ``t`` is ``time.monotonic()`` at the end of the interval
+(``time.perf_counter``'s clock on Linux, so a benchmark can place its phases); the host figures are cores (jiffies
+over the interval); a thread's ``cores`` is its user+system time over the interval (only threads that ran), and
+``system_cores`` the system part of it (files before session 23 have no third entry). A thread that spends more of
+its time in the kernel is making system calls, which a sandboxed machine (gVisor) serves more slowly.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def _command_line(pid: str) -> str | None:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def _thread_stat(pid: str, tid: str) -> tuple[str, int, int] | None:
-    """(comm, user+system jiffies, last CPU) of one thread, or None if it is gone."""
+def _thread_stat(pid: str, tid: str) -> tuple[str, int, int, int] | None:
+    """(comm, user+system jiffies, system jiffies, last CPU) of one thread, or None if it is gone."""
     try:
         with open(f"/proc/{pid}/task/{tid}/stat") as f:
             text = f.read()
@@ -68,7 +70,7 @@ def _thread_stat(pid: str, tid: str) -> tuple[str, int, int] | None:
     comm = text[open_paren + 1 : close_paren]
     rest = text[close_paren + 2 :].split()
     # rest[0] is field 3 (state): utime is field 14, stime 15, processor 39
-    return comm, int(rest[11]) + int(rest[12]), int(rest[36])
+    return comm, int(rest[11]) + int(rest[12]), int(rest[12]), int(rest[36])
 
 
 def _short(command: str, width: int = 60) -> str:
@@ -87,7 +89,7 @@ def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float
     signal.signal(signal.SIGINT, _stop)
     own = str(os.getpid())
     watched: dict[str, str | None] = {}  # pid -> short command line (None: not watched)
-    previous_threads: dict[str, int] = {}
+    previous_threads: dict[str, tuple[int, int]] = {}  # "pid/tid" -> (user+system, system) jiffies
     named: dict[str, list[str]] = {}  # "pid/tid" -> [process, thread] as last written
     samples = 0
     previous_host = _host_jiffies()
@@ -104,7 +106,7 @@ def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float
             }
             threads: dict[str, list] = {}
             new_names: dict[str, list[str]] = {}
-            current: dict[str, int] = {}
+            current: dict[str, tuple[int, int]] = {}
             for pid in os.listdir("/proc"):
                 if not pid.isdigit() or pid == own:
                     continue
@@ -125,14 +127,16 @@ def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float
                     stat = _thread_stat(pid, tid)
                     if stat is None:
                         continue
-                    comm, jiffies, cpu = stat
+                    comm, jiffies, system, cpu = stat
                     key = f"{pid}/{tid}"
-                    current[key] = jiffies
+                    current[key] = (jiffies, system)
                     if named.get(key) != [watched[pid], comm]:
                         named[key] = new_names[key] = [watched[pid], comm]
-                    delta = jiffies - previous_threads.get(key, jiffies)
-                    if delta > 0:
-                        threads[key] = [round(delta / CLOCK_TICKS / dt, 3), cpu]
+                    before, system_before = previous_threads.get(key, (jiffies, system))
+                    if jiffies > before:
+                        per_core = CLOCK_TICKS * dt
+                        threads[key] = [round((jiffies - before) / per_core, 3), cpu,
+                                        round((system - system_before) / per_core, 3)]  # fmt: skip
             if new_names:
                 sink.write(json.dumps({"names": new_names}) + "\n")
             sink.write(json.dumps({"t": round(now, 3), "dt": round(dt, 3), "host": host_cores,
@@ -190,7 +194,7 @@ def summarize(
         for s in group:
             for field, cores in s["host"].items():
                 host[field] += cores * s["dt"] / weight
-            for key, (cores, _) in s["threads"].items():
+            for key, (cores, *_) in s["threads"].items():
                 process, comm = names.get(key, ["?", "?"])
                 pid = key.split("/")[0]
                 per_process[f"{pid} {process}"] += cores * s["dt"] / weight

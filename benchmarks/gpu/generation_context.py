@@ -7,7 +7,8 @@ six. Five repeats a setup then rank setups by chance. This puts each generation 
 during it, to find what sets the level:
 
 - the busiest thread of the run in that window (the engine's driving thread: SGLang's scheduler, or the process that
-  calls vLLM's in-process engine), the vCPUs it ran on and how much of a core it got;
+  calls vLLM's in-process engine), the vCPUs it ran on, how much of a core it got and how much of that in system
+  calls (the one-GPU machines run under gVisor, which serves them in its own kernel);
 - the other threads that were busy (``busy_cores`` or more) on the same physical cores (hyperthread siblings
   included, :func:`benchmarks.gpu.affinity.sibling_groups`), and the host's steal time;
 - the GPU's SM clock and power from ``nvidia-smi dmon`` (once a second, wall-clock time stamps), where it ran.
@@ -38,10 +39,10 @@ def _core_of(groups: list[list[int]]) -> dict[int, int]:
 
 
 def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[int]] | None = None) -> list[dict]:
-    """Per window: the busiest thread (``engine_thread``: "process | thread"), its mean cores and its vCPUs, the
-    busy threads that shared its physical core (``sharing``: name -> samples), the number of busy threads, and the
-    host's mean steal (cores). Samples are those whose end falls in the window; a window without one gets
-    ``samples`` 0."""
+    """Per window: the busiest thread (``engine_thread``: "process | thread"), its mean cores, the system-call part
+    of them (``engine_system_cores``, where the file records it) and its vCPUs, the busy threads that shared its
+    physical core (``sharing``: name -> samples), the number of busy threads, and the host's mean steal (cores).
+    Samples are those whose end falls in the window; a window without one gets ``samples`` 0."""
     names, samples = load(path)
     core = _core_of(groups if groups is not None else sibling_groups(set(range(os.cpu_count() or 1))))
     rows = []
@@ -53,10 +54,11 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
             continue
         totals: dict[str, float] = {}
         for sample in inside:
-            for key, (cores, _) in sample["threads"].items():
+            for key, (cores, *_) in sample["threads"].items():
                 totals[key] = totals.get(key, 0.0) + cores / len(inside)
         engine = max(totals, key=totals.get)
         engine_cpus: list[int] = []
+        engine_system = [s["threads"][engine][2] for s in inside if len(s["threads"].get(engine, ())) > 2]
         sharing: dict[str, int] = {}
         busy = set()
         for sample in inside:
@@ -65,7 +67,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
                 continue
             engine_cpu = threads[engine][1]
             engine_cpus.append(engine_cpu)
-            for key, (cores, cpu) in threads.items():
+            for key, (cores, cpu, *_) in threads.items():
                 if key == engine or cores < BUSY_CORES:
                     continue
                 busy.add(key)
@@ -76,6 +78,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
             engine_thread=" | ".join(names.get(engine, ["?", "?"])),
             engine_cores=round(totals[engine], 2),
             engine_cpus=sorted(set(engine_cpus)),
+            **({"engine_system_cores": round(sum(engine_system) / len(inside), 2)} if engine_system else {}),
             sharing=sharing,
             busy_threads=len(busy),
             steal_cores=round(statistics.mean(s["host"].get("steal", 0.0) for s in inside), 2),
@@ -144,12 +147,13 @@ def per_generation(out: Path, name: str, result: dict) -> list[dict]:
 
 def print_rows(name: str, rows: list[dict]) -> None:
     """One line per generation, slowest first."""
-    print(f"[{name}] generations, slowest first: tok/s | engine thread cores @ vCPUs | busy threads | sharing its "
-          "core | steal | SM MHz | W")  # fmt: skip
+    print(f"[{name}] generations, slowest first: tok/s | engine thread cores (system part) @ vCPUs | busy threads | "
+          "sharing its core | steal | SM MHz | W")  # fmt: skip
     for row in sorted(rows, key=lambda r: r["tokens_per_s"]):
         sharing = ", ".join(f"{k} x{v}" for k, v in row.get("sharing", {}).items()) or "-"
+        system = f" ({row['engine_system_cores']} sys)" if "engine_system_cores" in row else ""
         print(
-            f"  {row['tokens_per_s']:9,.0f} | {row.get('engine_cores', '-')} @ {row.get('engine_cpus', '-')} | "
+            f"  {row['tokens_per_s']:9,.0f} | {row.get('engine_cores', '-')}{system} @ {row.get('engine_cpus', '-')} | "
             f"{row.get('busy_threads', '-')} | {sharing} | {row.get('steal_cores', '-')} | "
             f"{row.get('sm_clock_mhz', '-')} | {row.get('power_w', '-')}"
         )

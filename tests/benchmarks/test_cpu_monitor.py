@@ -1,6 +1,7 @@
 """The per-thread CPU monitor of the GPU benchmarks: samples split by whether the engine's scheduler is busy."""
 
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -10,6 +11,8 @@ import pytest
 from benchmarks.gpu import cpu_monitor
 
 SPIN = "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end:\n    pass\n"
+# the same spin spent in the kernel: every os.stat is a system call (time.time reads the vDSO, no call)
+SYSCALLS = "import os, sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end:\n    os.stat('/')\n"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -92,3 +95,30 @@ def test_each_loop_step_generation_gets_its_rate_and_engine_thread(tmp_path, cap
     assert rows[0].split("|")[0].strip() == "1,000" and "0.9 @ [0]" in rows[0]
     assert "sglang::scheduler" not in rows[0].split("|")[3] and "ray::WorkerDict | python x1" in rows[0]
     assert rows[1].split("|")[0].strip() == "2,000" and "0.7 @ [3]" in rows[1] and "| 0 | - |" in rows[1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_each_thread_sample_splits_off_the_time_spent_in_system_calls(tmp_path):
+    """The kernel's own accounting (``/proc/<pid>/task/<tid>/stat`` utime and stime) is the reference: a loop of
+    ``os.stat`` calls spends most of its core in the kernel, a pure Python loop almost none of it."""
+    out = tmp_path / "cpu.jsonl"
+    record = ["record", "--out", str(out), "--interval", "0.2", "--match", "cpu-test-"]
+    monitor = subprocess.Popen([sys.executable, "-m", "benchmarks.gpu.cpu_monitor", *record])
+    time.sleep(0.6)
+    user = subprocess.Popen(["bash", "-c", f"exec -a cpu-test-user {sys.executable} -c '{SPIN}' 2"])
+    kernel = subprocess.Popen(["bash", "-c", f'exec -a cpu-test-kernel {sys.executable} -c "{SYSCALLS}" 2'])
+    user.wait()
+    kernel.wait()
+    monitor.terminate()
+    assert monitor.wait(timeout=10) == 0
+
+    names, samples = cpu_monitor.load(out)
+    share: dict[str, list[float]] = {"cpu-test-user": [], "cpu-test-kernel": []}
+    for sample in samples:
+        for key, (cores, _, system) in sample["threads"].items():
+            process = names[key][0].split(" ")[0]  # the command line, shortened: its first word
+            if process in share and cores >= 0.2:
+                share[process].append(system / cores)
+    assert len(share["cpu-test-user"]) >= 3 and len(share["cpu-test-kernel"]) >= 3
+    assert max(share["cpu-test-user"]) < 0.2
+    assert statistics.median(share["cpu-test-kernel"]) > 0.3

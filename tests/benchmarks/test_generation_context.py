@@ -43,6 +43,15 @@ def test_each_window_names_the_engine_thread_and_what_shared_its_core(tmp_path):
     assert second["engine_cpus"] == [2] and second["engine_cores"] == 0.6
     assert second["sharing"] == {} and second["busy_threads"] == 0
     assert empty == {"samples": 0}
+    assert "engine_system_cores" not in first  # files before session 23 record no system part
+
+
+def test_the_engine_threads_system_part_is_its_mean_over_the_window(tmp_path):
+    path = tmp_path / "run.cpu.jsonl"
+    # [cores, vCPU, system cores]: 0.9 with 0.3 in the kernel, then 0.9 with 0.5 (mean 0.4)
+    _write_cpu(path, [(10.25, {"10/10": [0.9, 0, 0.3], "30/30": [0.05, 2, 0.05]}), (10.5, {"10/10": [0.9, 0, 0.5]})])
+    (row,) = cpu_rows(path, [(10.0, 10.6)], groups=GROUPS)
+    assert row["engine_cores"] == 0.9 and row["engine_system_cores"] == 0.4
 
 
 def test_dmon_lines_inside_a_wall_window_give_its_clock_and_power(tmp_path):
