@@ -66,6 +66,8 @@ set -uo pipefail
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
 source benchmarks/gpu/call_env.sh
 [ "$#" -ge 1 ] || { echo "usage: calls.sh PRESET [PRESET ...]" >&2; exit 2; }
+# the platform in the record: kernel 4.4.0 is gVisor (the one-GPU kinds), 6.x Firecracker (the multi-GPU kinds)
+echo "== machine: kernel $(uname -r), $(nproc) vCPUs, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
 grpo() {  # grpo NAME LIMIT ARGS...: one bench_gpu_grpo item, its files brought back under NAME
   local name=$1 limit=$2
