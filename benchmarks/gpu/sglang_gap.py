@@ -84,9 +84,9 @@ VARIANTS = (
     "rollout-idle-spin",
 )
 FLAGS = ("keep", "churn", "idle", "spin", "saver", "relkv", "relrest", "ray", "nice0")
+"""Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 RELEASES = {"relkv": ("kv_cache",), "relrest": ("weights", "cuda_graph")}
 """The SGLang memory tags the ``relkv`` and ``relrest`` variants release and resume (all three otherwise)."""
-"""Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 
 DECODE_RATE = re.compile(r"gen throughput \(token/s\):\s*([0-9.]+)")
 
