@@ -58,7 +58,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
                 totals[key] = totals.get(key, 0.0) + cores / len(inside)
         engine = max(totals, key=totals.get)
         engine_cpus: list[int] = []
-        engine_system = [s["threads"][engine][2] for s in inside if len(s["threads"].get(engine, ())) > 2]
+        engine_system: list[float] = []  # files before session 23 record no system part
         sharing: dict[str, int] = {}
         busy = set()
         for sample in inside:
@@ -67,6 +67,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
                 continue
             engine_cpu = threads[engine][1]
             engine_cpus.append(engine_cpu)
+            engine_system += threads[engine][2:3]
             for key, (cores, cpu, *_) in threads.items():
                 if key == engine or cores < BUSY_CORES:
                     continue

@@ -275,12 +275,13 @@ def rollout_options(variant: str, args) -> dict:
         raise ValueError(
             f"unknown variant {variant!r}: 'bare' or 'rollout' with suffixes from {FLAGS} ('ray' with 'nice0' only)"
         )
-    if "spin" in flags and getattr(args, "engine", "sglang") != "sglang":
+    vllm = getattr(args, "engine", "sglang") != "sglang"
+    if "spin" in flags and vllm:
         raise ValueError(f"variant {variant!r}: 'spin' turns off SGLang's sleep_on_idle; vLLM has none")
-    if "saver" in flags and getattr(args, "engine", "sglang") != "sglang":
+    if "saver" in flags and vllm:
         raise ValueError(f"variant {variant!r}: 'saver' is SGLang's memory saver; vLLM has none")
     releases = [f for f in flags if f in RELEASES]
-    if releases and ("keep" in flags or len(releases) > 1 or getattr(args, "engine", "sglang") != "sglang"):
+    if releases and ("keep" in flags or len(releases) > 1 or vllm):
         raise ValueError(f"variant {variant!r}: one of {sorted(RELEASES)}, without 'keep', SGLang only")
     return {
         "free_cache_engine": "keep" not in flags,
