@@ -541,6 +541,27 @@ def _run_child(job: str, args, log: Path) -> dict | None:
     return None
 
 
+def summary_table(results: list[dict]) -> str:
+    """The closing table of a run: one row per (shape, variant), speed-up against BASELINE of the same shape.
+
+    A preset that leaves the baseline out (``update15`` runs only the default path) prints ``-`` there.
+    """
+    width = max([len("variant")] + [len(r["variant"]) for r in results])
+    lines = [f"{'shape':<14} {'variant':<{width}} {'s/step':>7} {'tok/s':>9} {'MFU upd':>8} {'MFU fwd':>8} speedup"]
+    base_of = {r["shape"]: r["step_s"] for r in results if r["variant"] == BASELINE}
+    for r in results:
+        base = base_of.get(r["shape"])
+        speedup = f"{base / r['step_s']:>6.2f}x" if base else f"{'-':>7}"
+        lines.append(
+            f"{r['shape']:<14} {r['variant']:<{width}} {r['step_s']:>7.3f} {r['tokens_per_s']:>9.0f} "
+            f"{r['mfu_update']:>8.1%} {r['mfu_infer']:>8.1%} {speedup}"
+        )
+    if results:
+        device, tokens = results[0]["device"], results[0]["tokens"]
+        lines.append(f"device: {device}; tokens/step {tokens}; speedup: vs {BASELINE} (same shape)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     """``argv`` None (``make bench``): the default run, on CPU only the tiny shape."""
     import torch
@@ -580,17 +601,7 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
     (out_dir / "gpu_update.json").write_text(json.dumps({"checks": checks, "results": results}, indent=1))
-    print(f"\n{'shape':<14} {'variant':<26} {'s/step':>7} {'tok/s':>9} {'MFU upd':>8} {'MFU fwd':>8} {'speedup':>7}")
-    base_of = {r["shape"]: r["step_s"] for r in results if r["variant"] == BASELINE}
-    for r in results:
-        base = base_of.get(r["shape"], float("nan"))
-        print(
-            f"{r['shape']:<14} {r['variant']:<26} {r['step_s']:>7.3f} {r['tokens_per_s']:>9.0f} "
-            f"{r['mfu_update']:>8.1%} {r['mfu_infer']:>8.1%} {base / r['step_s']:>6.2f}x"
-        )
-    if results:
-        device, tokens = results[0]["device"], results[0]["tokens"]
-        print(f"device: {device}; tokens/step {tokens}; speedup: vs {BASELINE} (same shape)")
+    print("\n" + summary_table(results))
 
 
 if __name__ == "__main__":
