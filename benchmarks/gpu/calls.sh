@@ -49,6 +49,11 @@
 #           without releases (`rollout-keep-saver`), releasing only the KV cache (`rollout-relkv`) or only the weights
 #           and CUDA graphs (`rollout-relrest`), beside `rollout` and `rollout-keep`; eight generations each (about
 #           400 s on a fresh machine: its first variant compiles for about 90 s, session 23's cut it at 110 s)
+#   blocks  session 24's follow-up of `saver` (on Firecracker `keep` was the slowest setup; the setups that keep their
+#           memory mostly held one level a process, those that release changed it from one generation to the next):
+#           `rollout-block` lets only every 4th release and resume reach the engine, beside `rollout` and
+#           `rollout-keep`, sixteen generations each. If a real release redraws the level, `rollout-block`'s changes
+#           fall at its blocks' edges (its results' `release_blocks`; about 250 s warm, 340 s on a fresh machine)
 #   keeploop the loop with free_cache_engine=False (sglang@keep) beside the default loop and the bare engine, six steps
 #           each (about 280 s warm)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
@@ -123,6 +128,10 @@ for preset in "$@"; do
       --out /tmp/saver --variants rollout-keep-saver,rollout-relkv,rollout-relrest,rollout,rollout-keep \
       --gpu-memory-utilization 0.15 --repeats 8 --timeout 200
       keep /tmp/saver saver ;;
+    blocks) PYTHONPATH=$SG item blocks 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
+      --out /tmp/blocks --variants rollout-block,rollout,rollout-keep --block 4 --gpu-memory-utilization 0.15 \
+      --repeats 16 --timeout 200
+      keep /tmp/blocks blocks ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

@@ -17,6 +17,12 @@ process, one after the other on the same GPU:
 - ``rollout-relkv``, ``rollout-relrest``: ``rollout`` releasing (and resuming) only the KV cache, or only the weights
   and CUDA graphs: after a resume the saver maps new physical memory under the same addresses, so each generation may
   land on a different placement. Which of the engine's memory, remapped, sets a generation's level?
+- ``rollout-block``: ``rollout`` releasing and resuming only every ``--block``-th time the sharding manager asks
+  (generations in blocks of ``--block`` between real releases). Sessions 23-24: the setups that keep their memory
+  (``bare``, ``keep``, ``keep-saver``) mostly held one level for all of a process's generations (43k in one process,
+  69k in another), those that release changed level from one generation to the next (coefficient of variation
+  0.13-0.22 for ``rollout``). Does a real release redraw the level? Then it changes at the blocks' edges only;
+  the result's ``release_blocks`` gives each generation's block;
 - ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it
   (Ray started with ``main_ppo``'s system config, so at Ray's worker niceness of 15, which the engine's scheduler
   subprocesses inherit); ``rollout-ray-nice0``: the same with Ray's workers at niceness 0;
@@ -34,7 +40,7 @@ process, one after the other on the same GPU:
 
 Suffixes combine: ``rollout-keep-idle``, ``rollout-churn-spin``, ... (``keep``: no memory saver; ``churn``,
 ``idle``: the gaps above; ``spin``: ``sleep_on_idle`` off; ``saver``: the memory saver on; ``relkv``, ``relrest``:
-the partial releases; the last three SGLang only).
+the partial releases; ``block``: releases in blocks; the last four SGLang only).
 
 Every engine logs at SGLang's ``info`` level, so its scheduler prints a ``Decode batch`` line every 40 decode
 steps with its own ``gen throughput``: the scheduler's decode rate tells a slower scheduler from time lost
@@ -77,13 +83,14 @@ VARIANTS = (
     "rollout-keep-saver",
     "rollout-relkv",
     "rollout-relrest",
+    "rollout-block",
     "rollout-ray",
     "rollout-ray-nice0",
     "rollout-churn",
     "rollout-idle",
     "rollout-idle-spin",
 )
-FLAGS = ("keep", "churn", "idle", "spin", "saver", "relkv", "relrest", "ray", "nice0")
+FLAGS = ("keep", "churn", "idle", "spin", "saver", "relkv", "relrest", "block", "ray", "nice0")
 """Suffixes of a ``rollout-...`` variant (see the module docstring)."""
 RELEASES = {"relkv": ("kv_cache",), "relrest": ("weights", "cuda_graph")}
 """The SGLang memory tags the ``relkv`` and ``relrest`` variants release and resume (all three otherwise)."""
@@ -182,6 +189,35 @@ def release_only(engine, released: tuple[str, ...]) -> None:
     engine.resume_memory_occupation = resume_chosen
 
 
+MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
+"""SGLang's memory tags: what ``release_memory_occupation()`` without tags releases."""
+
+
+def release_every_nth(engine, every: int):
+    """Let only every ``every``-th of the sharding manager's releases reach ``engine`` (an ``sglang.Engine``), and only
+    the resumes of what was released (the saver refuses to resume memory it did not pause). Returns a function that
+    gives the number of releases that reached the engine so far."""
+    release, resume = engine.release_memory_occupation, engine.resume_memory_occupation
+    asked, paused = [0], set()
+
+    def release_some(tags=None):
+        asked[0] += 1
+        if asked[0] % every:
+            return None
+        tags = list(MEMORY_TAGS if tags is None else tags)
+        paused.update(tags)
+        return release(tags=tags)
+
+    def resume_some(tags=None):
+        tags = [t for t in (MEMORY_TAGS if tags is None else tags) if t in paused]
+        paused.difference_update(tags)
+        return resume(tags=tags) if tags else None
+
+    engine.release_memory_occupation = release_some
+    engine.resume_memory_occupation = resume_some
+    return lambda: asked[0] // every
+
+
 def run_rollout(
     args,
     free_cache_engine: bool,
@@ -190,15 +226,18 @@ def run_rollout(
     sleep_on_idle: bool = True,
     memory_saver: bool = False,
     release_tags: tuple[str, ...] | None = None,
+    release_every: int = 1,
 ) -> dict:
     """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release (then ``churn_gib`` GiB of
     :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each. ``release_tags``: release and
-    resume only these of SGLang's memory tags (:func:`release_only`)."""
+    resume only these of SGLang's memory tags (:func:`release_only`); ``release_every``: only every so many of the
+    manager's releases reach the engine (:func:`release_every_nth`)."""
     rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle, memory_saver)
     engine_seconds: list[float] = []
     engine = rollout.engine if args.engine == "sglang" else rollout.inference_engine  # sglang.Engine / vllm.LLM
     if release_tags is not None:
         release_only(engine, release_tags)
+    released = release_every_nth(engine, release_every) if release_every > 1 else None
     generate = engine.generate
 
     def timed_generate(*a, **kw):
@@ -209,8 +248,9 @@ def run_rollout(
             engine_seconds.append(time.perf_counter() - begin)
 
     engine.generate = timed_generate
-    seconds, tokens, sync, windows = [], [], [], []
+    seconds, tokens, sync, windows, blocks = [], [], [], [], []
     for repeat in range(args.repeats + 1):
+        block = released() if released else None  # real releases before this generation
         begin = time.perf_counter()
         with manager:
             synced = time.perf_counter()
@@ -221,12 +261,15 @@ def run_rollout(
             seconds.append(done - synced)
             tokens.append(int(output.batch["response_mask"].sum()))
             windows.append((synced, done))
+            blocks.append(block)
         if churn_gib:
             churn(churn_gib)
         time.sleep(idle_s)
     rollout.shutdown()
     engine_only = engine_seconds[1:]
+    extra = {"release_blocks": blocks} if released else {}
     return {
+        **extra,
         "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),
         "engine_tokens_per_s": statistics.median(t / s for t, s in zip(tokens, engine_only)),
         "seconds": statistics.median(seconds),
@@ -283,6 +326,8 @@ def rollout_options(variant: str, args) -> dict:
     releases = [f for f in flags if f in RELEASES]
     if releases and ("keep" in flags or len(releases) > 1 or vllm):
         raise ValueError(f"variant {variant!r}: one of {sorted(RELEASES)}, without 'keep', SGLang only")
+    if "block" in flags and ("keep" in flags or vllm):
+        raise ValueError(f"variant {variant!r}: 'block' spaces out SGLang's releases; without 'keep', SGLang only")
     return {
         "free_cache_engine": "keep" not in flags,
         "churn_gib": args.churn_gib if "churn" in flags else 0.0,
@@ -290,6 +335,7 @@ def rollout_options(variant: str, args) -> dict:
         "sleep_on_idle": "spin" not in flags,
         "memory_saver": "saver" in flags,
         "release_tags": RELEASES[releases[0]] if releases else None,
+        "release_every": args.block if "block" in flags else 1,
     }
 
 
@@ -323,7 +369,7 @@ def launch(args, variant: str, out: Path) -> dict:
     else:
         command = [sys.executable, "-m", "benchmarks.gpu.sglang_gap", "--worker", "--variant", variant]
         command += ["--engine", args.engine]
-        command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s)]
+        command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s), "--block", str(args.block)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
     tools = MONITORS if shutil.which("nvidia-smi") else ("cpu",)
@@ -354,7 +400,17 @@ def launch(args, variant: str, out: Path) -> dict:
     result["generations"] = per_generation(out, variant, result)
     if result["generations"]:
         print_rows(variant, result["generations"])
+    if result.get("release_blocks"):
+        print(f"[{variant}] k tok/s between real releases: {block_levels(result)}", flush=True)
     return result
+
+
+def block_levels(result: dict) -> str:
+    """Each generation's rate, grouped by the real releases before it: ``"55.3 49.2 | 57.1 58.6 | ..."``."""
+    groups: dict[int, list[str]] = {}
+    for rate, block in zip(result["all_tokens_per_s"], result["release_blocks"]):
+        groups.setdefault(block, []).append(f"{rate / 1000:.1f}")
+    return " | ".join(" ".join(rates) for _, rates in sorted(groups.items()))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -377,6 +433,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--churn-gib", type=float, default=30.0, help="rollout-churn's GiB per training step")
     parser.add_argument("--idle-s", type=float, default=2.0, help="rollout-idle's seconds between generations")
+    parser.add_argument("--block", type=int, default=4, help="rollout-block's generations between real releases")
     parser.add_argument("--timeout", type=float, default=150, help="seconds per variant")
     parser.add_argument(
         "--no-monitor",

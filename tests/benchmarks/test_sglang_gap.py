@@ -4,9 +4,9 @@ import argparse
 
 import pytest
 
-from benchmarks.gpu.sglang_gap import VARIANTS, release_only, rollout_options
+from benchmarks.gpu.sglang_gap import VARIANTS, block_levels, release_every_nth, release_only, rollout_options
 
-ARGS = argparse.Namespace(churn_gib=30.0, idle_s=2.0)
+ARGS = argparse.Namespace(churn_gib=30.0, idle_s=2.0, block=4)
 PLAIN = {
     "free_cache_engine": True,
     "churn_gib": 0.0,
@@ -14,6 +14,7 @@ PLAIN = {
     "sleep_on_idle": True,
     "memory_saver": False,
     "release_tags": None,
+    "release_every": 1,
 }
 
 
@@ -29,6 +30,8 @@ PLAIN = {
         ("rollout-relkv", {"release_tags": ("kv_cache",)}),
         ("rollout-relrest-idle", {"release_tags": ("weights", "cuda_graph"), "idle_s": 2.0}),
         ("rollout-keep-churn-idle", {"free_cache_engine": False, "churn_gib": 30.0, "idle_s": 2.0}),
+        ("rollout-block", {"release_every": 4}),
+        ("rollout-relkv-block", {"release_tags": ("kv_cache",), "release_every": 4}),
     ],
 )
 def test_suffixes_change_only_their_option(variant, changed):
@@ -46,6 +49,7 @@ def test_suffixes_change_only_their_option(variant, changed):
         "rollout-keep-nice0",
         "rollout-keep-relkv",
         "rollout-relkv-relrest",
+        "rollout-keep-block",
     ],
 )
 def test_unknown_names_are_refused(variant):
@@ -108,6 +112,11 @@ def test_saver_needs_sglang():
         rollout_options("rollout-keep-saver", argparse.Namespace(churn_gib=30.0, idle_s=2.0, engine="vllm"))
 
 
+def test_block_needs_sglang():
+    with pytest.raises(ValueError, match="'block'"):
+        rollout_options("rollout-block", argparse.Namespace(churn_gib=30.0, idle_s=2.0, block=4, engine="vllm"))
+
+
 class RecordingEngine:
     """Records the memory calls ``release_only`` lets through to the engine it wraps."""
 
@@ -131,3 +140,48 @@ def test_release_only_passes_its_tags_and_skips_the_rest():
     engine.resume_memory_occupation(tags=["weights"])
     engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
     assert engine.calls == [("release", ["kv_cache"]), ("resume", ["kv_cache"])]
+
+
+def _manager_step(engine, released: bool) -> None:
+    """One step of the SGLang sharding manager's memory calls: after a release it resumes the weights, syncs, resumes
+    the KV cache with the CUDA graphs; on leaving it releases everything (``fsdp_sglang``)."""
+    if released:
+        engine.resume_memory_occupation(tags=["weights"])
+        engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
+    engine.release_memory_occupation()
+
+
+def test_release_every_nth_lets_through_every_third_release_and_only_the_resumes_after_it():
+    engine = RecordingEngine()
+    released = release_every_nth(engine, 3)
+    before = []
+    for step in range(7):
+        before.append(released())
+        _manager_step(engine, released=step > 0)  # the manager thinks every step released
+    everything = ["weights", "kv_cache", "cuda_graph"]
+    # releases asked at the end of steps 0..6: the 3rd and 6th reach the engine; steps 3 and 6 resume after them
+    assert engine.calls == [
+        ("release", everything),
+        ("resume", ["weights"]),
+        ("resume", ["kv_cache", "cuda_graph"]),
+        ("release", everything),
+        ("resume", ["weights"]),
+        ("resume", ["kv_cache", "cuda_graph"]),
+    ]
+    # each generation's block: the real releases before it (steps 0-2 in block 0, 3-5 in 1, 6 in 2)
+    assert before == [0, 0, 0, 1, 1, 1, 2]
+
+
+def test_release_every_nth_over_release_only_keeps_both_choices():
+    """``rollout-relkv-block``: every second release reaches the engine, and then only the KV cache's."""
+    engine = RecordingEngine()
+    release_only(engine, ("kv_cache",))
+    release_every_nth(engine, 2)
+    for step in range(3):
+        _manager_step(engine, released=step > 0)
+    assert engine.calls == [("release", ["kv_cache"]), ("resume", ["kv_cache"])]
+
+
+def test_block_levels_groups_generations_by_the_releases_before_them():
+    result = {"all_tokens_per_s": [55_300.0, 49_240.0, 61_000.0, 43_040.0], "release_blocks": [0, 0, 1, 2]}
+    assert block_levels(result) == "55.3 49.2 | 61.0 | 43.0"
