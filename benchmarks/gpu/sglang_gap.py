@@ -171,47 +171,30 @@ def churn(gib: float, seconds: float = 1.0) -> None:
     torch.cuda.empty_cache()
 
 
-def release_only(engine, released: tuple[str, ...]) -> None:
-    """Make ``engine`` (an ``sglang.Engine``) release only the tags in ``released`` when asked to release everything,
-    and resume only those of them it is asked to resume (the saver refuses to resume memory it did not pause)."""
-    release, resume = engine.release_memory_occupation, engine.resume_memory_occupation
-
-    def chosen(asked):
-        return [t for t in (released if asked is None else asked) if t in released]
-
-    def release_chosen(tags=None):  # the keyword the sharding manager passes
-        return release(tags=chosen(tags)) if chosen(tags) else None
-
-    def resume_chosen(tags=None):
-        return resume(tags=chosen(tags)) if chosen(tags) else None
-
-    engine.release_memory_occupation = release_chosen
-    engine.resume_memory_occupation = resume_chosen
-
-
 MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
 """SGLang's memory tags: what ``release_memory_occupation()`` without tags releases."""
 
 
-def release_every_nth(engine, every: int):
-    """Let only every ``every``-th of the sharding manager's releases reach ``engine`` (an ``sglang.Engine``), and only
-    the resumes of what was released (the saver refuses to resume memory it did not pause). Returns a function that
-    gives the number of releases that reached the engine so far."""
+def gate_releases(engine, released: tuple[str, ...] = MEMORY_TAGS, every: int = 1):
+    """Make ``engine`` (an ``sglang.Engine``) act on only every ``every``-th of the sharding manager's releases, and
+    then release only the asked tags that are in ``released``; a resume reaches it only for what it released (the
+    saver refuses to resume memory it did not pause). Returns a function that gives the number of releases that
+    reached the engine so far."""
     release, resume = engine.release_memory_occupation, engine.resume_memory_occupation
     asked, paused = [0], set()
 
-    def release_some(tags=None):
+    def release_some(tags=None):  # the keyword the sharding manager passes
         asked[0] += 1
-        if asked[0] % every:
+        chosen = [t for t in (MEMORY_TAGS if tags is None else tags) if t in released]
+        if asked[0] % every or not chosen:
             return None
-        tags = list(MEMORY_TAGS if tags is None else tags)
-        paused.update(tags)
-        return release(tags=tags)
+        paused.update(chosen)
+        return release(tags=chosen)
 
     def resume_some(tags=None):
-        tags = [t for t in (MEMORY_TAGS if tags is None else tags) if t in paused]
-        paused.difference_update(tags)
-        return resume(tags=tags) if tags else None
+        chosen = [t for t in (MEMORY_TAGS if tags is None else tags) if t in paused]
+        paused.difference_update(chosen)
+        return resume(tags=chosen) if chosen else None
 
     engine.release_memory_occupation = release_some
     engine.resume_memory_occupation = resume_some
@@ -230,14 +213,13 @@ def run_rollout(
 ) -> dict:
     """Warm-up plus ``--repeats`` steps of wake/sync -> generate_sequences -> release (then ``churn_gib`` GiB of
     :func:`churn`, then ``idle_s`` seconds of nothing); seconds and tokens of each. ``release_tags``: release and
-    resume only these of SGLang's memory tags (:func:`release_only`); ``release_every``: only every so many of the
-    manager's releases reach the engine (:func:`release_every_nth`)."""
+    resume only these of SGLang's memory tags; ``release_every``: only every so many of the manager's releases reach
+    the engine (both :func:`gate_releases`)."""
     rollout, manager, prompts = rollout_setup(args, free_cache_engine, sleep_on_idle, memory_saver)
     engine_seconds: list[float] = []
     engine = rollout.engine if args.engine == "sglang" else rollout.inference_engine  # sglang.Engine / vllm.LLM
-    if release_tags is not None:
-        release_only(engine, release_tags)
-    released = release_every_nth(engine, release_every) if release_every > 1 else None
+    gated = release_tags is not None or release_every > 1
+    released = gate_releases(engine, release_tags or MEMORY_TAGS, release_every) if gated else None
     generate = engine.generate
 
     def timed_generate(*a, **kw):
@@ -250,7 +232,7 @@ def run_rollout(
     engine.generate = timed_generate
     seconds, tokens, sync, windows, blocks = [], [], [], [], []
     for repeat in range(args.repeats + 1):
-        block = released() if released else None  # real releases before this generation
+        block = released() if release_every > 1 else None  # real releases before this generation
         begin = time.perf_counter()
         with manager:
             synced = time.perf_counter()
@@ -267,7 +249,7 @@ def run_rollout(
         time.sleep(idle_s)
     rollout.shutdown()
     engine_only = engine_seconds[1:]
-    extra = {"release_blocks": blocks} if released else {}
+    extra = {"release_blocks": blocks} if release_every > 1 else {}
     return {
         **extra,
         "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds)),

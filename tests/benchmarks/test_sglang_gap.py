@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from benchmarks.gpu.sglang_gap import VARIANTS, block_levels, release_every_nth, release_only, rollout_options
+from benchmarks.gpu.sglang_gap import VARIANTS, block_levels, gate_releases, rollout_options
 
 ARGS = argparse.Namespace(churn_gib=30.0, idle_s=2.0, block=4)
 PLAIN = {
@@ -118,7 +118,7 @@ def test_block_needs_sglang():
 
 
 class RecordingEngine:
-    """Records the memory calls ``release_only`` lets through to the engine it wraps."""
+    """Records the memory calls ``gate_releases`` lets through to the engine it wraps."""
 
     def __init__(self):
         self.calls = []
@@ -130,12 +130,12 @@ class RecordingEngine:
         self.calls.append(("resume", tags))
 
 
-def test_release_only_passes_its_tags_and_skips_the_rest():
+def test_gate_releases_passes_its_tags_and_skips_the_rest():
     """The sharding manager releases everything, then resumes the weights and then the KV cache with the CUDA
     graphs: with only the KV cache released, the weights' resume must not reach the saver (which refuses to resume
     what it did not pause) and the second resume names the KV cache alone."""
     engine = RecordingEngine()
-    release_only(engine, ("kv_cache",))
+    gate_releases(engine, ("kv_cache",))
     engine.release_memory_occupation()
     engine.resume_memory_occupation(tags=["weights"])
     engine.resume_memory_occupation(tags=["kv_cache", "cuda_graph"])
@@ -151,9 +151,9 @@ def _manager_step(engine, released: bool) -> None:
     engine.release_memory_occupation()
 
 
-def test_release_every_nth_lets_through_every_third_release_and_only_the_resumes_after_it():
+def test_gate_releases_lets_through_every_third_release_and_only_the_resumes_after_it():
     engine = RecordingEngine()
-    released = release_every_nth(engine, 3)
+    released = gate_releases(engine, every=3)
     before = []
     for step in range(7):
         before.append(released())
@@ -172,11 +172,10 @@ def test_release_every_nth_lets_through_every_third_release_and_only_the_resumes
     assert before == [0, 0, 0, 1, 1, 1, 2]
 
 
-def test_release_every_nth_over_release_only_keeps_both_choices():
+def test_gate_releases_with_tags_and_every_keeps_both_choices():
     """``rollout-relkv-block``: every second release reaches the engine, and then only the KV cache's."""
     engine = RecordingEngine()
-    release_only(engine, ("kv_cache",))
-    release_every_nth(engine, 2)
+    gate_releases(engine, ("kv_cache",), every=2)
     for step in range(3):
         _manager_step(engine, released=step > 0)
     assert engine.calls == [("release", ["kv_cache"]), ("resume", ["kv_cache"])]
