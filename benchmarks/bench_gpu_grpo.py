@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             thread.join()
     summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
-        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl", "*.profile/*")
+        patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl", "*.probe.jsonl", "*.profile/*")
         for log in sorted({path for pattern in patterns for path in out.glob(pattern)}):
             archive.add(log, arcname=str(log.relative_to(out)))
             log.unlink()

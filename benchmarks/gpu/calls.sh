@@ -54,6 +54,11 @@
 #           `rollout-block` lets only every 4th release and resume reach the engine, beside `rollout` and
 #           `rollout-keep`, sixteen generations each. If a real release redraws the level, `rollout-block`'s changes
 #           fall at its blocks' edges (its results' `release_blocks`; about 250 s warm, 340 s on a fresh machine)
+#   hostspeed session 25's follow-up of `blocks` (a real release does not set the level: it moved within blocks of four
+#           and without releases; at the slow level the GPU's SM use fell, so the GPU waited for the host): the bare
+#           engine, `rollout-keep` and `rollout`, sixteen generations each, with benchmarks.gpu.cpu_probe timing a
+#           fixed Python workload on the host's vCPUs beside them; each run ends with the rank correlation of the
+#           rate with the engine thread's cores, SM use and the probe's time (about 250 s warm)
 #   keeploop the loop with free_cache_engine=False (sglang@keep) beside the default loop and the bare engine, six steps
 #           each (about 280 s warm)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
@@ -132,6 +137,9 @@ for preset in "$@"; do
       --out /tmp/blocks --variants rollout-block,rollout,rollout-keep --block 4 --gpu-memory-utilization 0.15 \
       --repeats 16 --timeout 200
       keep /tmp/blocks blocks ;;
+    hostspeed) PYTHONPATH=$SG item hostspeed 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
+      --out /tmp/hostspeed --variants bare,rollout-keep,rollout --gpu-memory-utilization 0.15 --repeats 16 --timeout 200
+      keep /tmp/hostspeed hostspeed ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

@@ -11,7 +11,11 @@ during it, to find what sets the level:
   calls (the one-GPU machines run under gVisor, which serves them in its own kernel);
 - the other threads that were busy (``busy_cores`` or more) on the same physical cores (hyperthread siblings
   included, :func:`benchmarks.gpu.affinity.sibling_groups`), and the host's steal time;
-- the GPU's SM clock and power from ``nvidia-smi dmon`` (once a second, wall-clock time stamps), where it ran.
+- the GPU's SM clock, power and SM use from ``nvidia-smi dmon`` (once a second, wall-clock time stamps), where it ran:
+  SM use that falls with the rate means the GPU waited for the host (session 25);
+- how long :mod:`benchmarks.gpu.cpu_probe`'s fixed Python workload took on the host's vCPUs meanwhile.
+
+:func:`print_rows` ends with the rank correlation of the rate with each of these across the generations.
 
 Inputs: :mod:`benchmarks.gpu.cpu_monitor`'s file (``time.monotonic()`` stamps, the clock of ``time.perf_counter``),
 each generation's ``perf_counter`` window and its tokens/s. Read on the machine that ran them, right after: the
@@ -28,6 +32,7 @@ from pathlib import Path
 
 from benchmarks.gpu.affinity import sibling_groups
 from benchmarks.gpu.cpu_monitor import load
+from benchmarks.gpu.cpu_probe import probe_rows
 
 BUSY_CORES = 0.2
 """A thread with this much of a core or more in a sample counts as busy beside the engine's thread."""
@@ -89,7 +94,8 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
 
 
 def dmon_rows(path: Path, wall_windows: list[tuple[float, float]]) -> list[dict]:
-    """Per wall-clock window: median SM clock (MHz) and power (W) of the ``nvidia-smi dmon -o T`` lines whose second
+    """Per wall-clock window: median SM clock (MHz), power (W) and SM use (%) of the ``nvidia-smi dmon -o T`` lines
+    whose second
     overlaps it (dmon prints once a second, stamped to the second), else of the last line before it; empty where the
     file has none."""
     if not path.exists():
@@ -114,7 +120,7 @@ def dmon_rows(path: Path, wall_windows: list[tuple[float, float]]) -> list[dict]
             before = [values for t, values in lines if t <= b]
             inside = before[-1:]
         row = {}
-        for column, key in (("pclk", "sm_clock_mhz"), ("pwr", "power_w")):
+        for column, key in (("pclk", "sm_clock_mhz"), ("pwr", "power_w"), ("sm", "sm_percent")):
             numbers = [float(v[column]) for v in inside if v.get(column, "-").replace(".", "", 1).isdigit()]
             if numbers:
                 row[key] = statistics.median(numbers)
@@ -143,21 +149,67 @@ def per_generation(out: Path, name: str, result: dict) -> list[dict]:
     cpu_path = out / f"{name}.cpu.jsonl"
     cpu = cpu_rows(cpu_path, windows) if cpu_path.exists() else [{} for _ in windows]
     gpu = dmon_rows(out / f"{name}.dmon.log", wall)
-    return [{"tokens_per_s": rate, **c, **g} for rate, c, g in zip(rates, cpu, gpu)]
+    probe_path = out / f"{name}.probe.jsonl"
+    probe = probe_rows(probe_path, windows) if probe_path.exists() else [{} for _ in windows]
+    return [{"tokens_per_s": rate, **c, **g, **p} for rate, c, g, p in zip(rates, cpu, gpu, probe)]
+
+
+def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (ties share their mean rank); None for fewer than three pairs or a constant side."""
+    if len(xs) < 3 or len(xs) != len(ys):
+        return None
+
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        result = [0.0] * len(values)
+        start = 0
+        while start < len(order):
+            stop = start
+            while stop + 1 < len(order) and values[order[stop + 1]] == values[order[start]]:
+                stop += 1
+            for position in range(start, stop + 1):
+                result[order[position]] = (start + stop) / 2 + 1
+            start = stop + 1
+        return result
+
+    rx, ry = ranks(xs), ranks(ys)
+    if len(set(rx)) == 1 or len(set(ry)) == 1:
+        return None
+    return statistics.correlation(rx, ry)
+
+
+CORRELATED = (("engine_cores", "engine thread cores"), ("sm_percent", "SM %"), ("probe_ms", "probe ms"))
+"""Columns whose rank correlation with the rate :func:`print_rows` reports."""
+
+
+def correlations(rows: list[dict]) -> dict[str, float]:
+    """Rank correlation of each generation's tokens/s with each of :data:`CORRELATED` over the rows that have it."""
+    found = {}
+    for key, _ in CORRELATED:
+        pairs = [(row["tokens_per_s"], row[key]) for row in rows if row.get(key) is not None]
+        rho = rank_correlation([a for a, _ in pairs], [b for _, b in pairs])
+        if rho is not None:
+            found[key] = rho
+    return found
 
 
 def print_rows(name: str, rows: list[dict]) -> None:
     """One line per generation, slowest first."""
     print(f"[{name}] generations, slowest first: tok/s | engine thread cores (system part) @ vCPUs | busy threads | "
-          "sharing its core | steal | SM MHz | W")  # fmt: skip
+          "sharing its core | steal | SM MHz | W | SM % | probe ms")  # fmt: skip
     for row in sorted(rows, key=lambda r: r["tokens_per_s"]):
         sharing = ", ".join(f"{k} x{v}" for k, v in row.get("sharing", {}).items()) or "-"
         system = f" ({row['engine_system_cores']} sys)" if "engine_system_cores" in row else ""
         print(
             f"  {row['tokens_per_s']:9,.0f} | {row.get('engine_cores', '-')}{system} @ {row.get('engine_cpus', '-')} | "
             f"{row.get('busy_threads', '-')} | {sharing} | {row.get('steal_cores', '-')} | "
-            f"{row.get('sm_clock_mhz', '-')} | {row.get('power_w', '-')}"
+            f"{row.get('sm_clock_mhz', '-')} | {row.get('power_w', '-')} | {row.get('sm_percent', '-')} | "
+            f"{row.get('probe_ms', '-')}"
         )
     engines = {row.get("engine_thread") for row in rows if row.get("engine_thread")}
     if engines:
         print(f"  engine thread: {', '.join(sorted(engines))}")
+    found = correlations(rows)
+    if found:
+        labels = dict(CORRELATED)
+        print("  rank correlation with tok/s: " + ", ".join(f"{labels[k]} {v:+.2f}" for k, v in found.items()))

@@ -87,7 +87,7 @@ TOP_LINES = 40
 """Lines of each ``top`` frame kept: the summary and the busiest processes."""
 
 
-MONITORS = ("pmon", "dmon", "top", "cpu")
+MONITORS = ("pmon", "dmon", "top", "cpu", "probe")
 
 
 def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...] = MONITORS) -> list[subprocess.Popen]:
@@ -96,8 +96,10 @@ def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...
     engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
     is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
     memory sampler. Every 0.25 s, :mod:`benchmarks.gpu.cpu_monitor` records each thread's CPU time and the host's
-    steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it). Each monitor is its own process
-    group (:func:`_stop_group`). ``tools`` picks some of them (``("cpu",)`` where there is no ``nvidia-smi``)."""
+    steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it), and every 0.1 s
+    :mod:`benchmarks.gpu.cpu_probe` times a fixed Python workload on the next vCPU into ``<name>.probe.jsonl`` (how
+    fast the host's cores ran). Each monitor is its own process group (:func:`_stop_group`). ``tools`` picks some of
+    them (``("cpu", "probe")`` where there is no ``nvidia-smi``)."""
     commands = {
         "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
         "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
@@ -112,6 +114,7 @@ def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...
             "--interval",
             "0.25",
         ],  # fmt: skip
+        "probe": [sys.executable, "-m", "benchmarks.gpu.cpu_probe", "record", "--out", f"{out}/{name}.probe.jsonl"],
     }
     monitors = []
     for tool, command in commands.items():

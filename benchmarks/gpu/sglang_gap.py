@@ -22,7 +22,8 @@ process, one after the other on the same GPU:
   (``bare``, ``keep``, ``keep-saver``) mostly held one level for all of a process's generations (43k in one process,
   69k in another), those that release changed level from one generation to the next (coefficient of variation
   0.13-0.22 for ``rollout``). Does a real release redraw the level? Then it changes at the blocks' edges only;
-  the result's ``release_blocks`` gives each generation's block;
+  the result's ``release_blocks`` gives each generation's block. Session 25, three calls: no. The rate moved within
+  blocks as much as across their edges, and ``keep`` moved as much (coefficient of variation 0.13-0.17);
 - ``rollout-ray``: ``rollout`` inside a Ray actor holding the GPU (``num_gpus=1``), as the trainer's worker runs it
   (Ray started with ``main_ppo``'s system config, so at Ray's worker niceness of 15, which the engine's scheduler
   subprocesses inherit); ``rollout-ray-nice0``: the same with Ray's workers at niceness 0;
@@ -354,7 +355,7 @@ def launch(args, variant: str, out: Path) -> dict:
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s), "--block", str(args.block)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
-    tools = MONITORS if shutil.which("nvidia-smi") else ("cpu",)
+    tools = MONITORS if shutil.which("nvidia-smi") else ("cpu", "probe")
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     monitors = _start_gpu_monitors(out, variant, device, tools) if args.monitor else []
     try:

@@ -4,7 +4,7 @@ import json
 from datetime import datetime
 
 from benchmarks.gpu.cpu_monitor import HOST_FIELDS
-from benchmarks.gpu.generation_context import cpu_rows, dmon_rows, per_generation
+from benchmarks.gpu.generation_context import cpu_rows, dmon_rows, per_generation, print_rows, rank_correlation
 
 GROUPS = [[0, 1], [2, 3]]  # two physical cores, two hyperthreads each
 NAMES = {"10/10": ["sglang::scheduler", "python"], "20/21": ["ray::Worker", "loader"], "30/30": ["top", "top"]}
@@ -71,9 +71,11 @@ def test_dmon_lines_inside_a_wall_window_give_its_clock_and_power(tmp_path):
 
     window = (at(55), at(56))
     inside, early, gap = dmon_rows(path, [window, (at(54.5), at(54.5)), (at(57.2), at(57.5))])
-    assert inside == {"sm_clock_mhz": 1840.0, "power_w": 310.0}  # medians of 02:06:55 and 02:06:56
-    assert early == {"sm_clock_mhz": 345.0, "power_w": 90.0}  # the line stamped 02:06:54 covers 54.0-55.0
-    assert gap == {"sm_clock_mhz": 1700.0, "power_w": 320.0}  # no line for 02:06:57: the last one before it
+    # medians of 02:06:55 and 02:06:56
+    assert inside == {"sm_clock_mhz": 1840.0, "power_w": 310.0, "sm_percent": 82.5}
+    assert early == {"sm_clock_mhz": 345.0, "power_w": 90.0, "sm_percent": 0.0}  # 02:06:54's line covers 54.0-55.0
+    # no line for 02:06:57: the last one before it
+    assert gap == {"sm_clock_mhz": 1700.0, "power_w": 320.0, "sm_percent": 85.0}
     assert dmon_rows(tmp_path / "missing.log", [window]) == [{}]
 
 
@@ -83,3 +85,34 @@ def test_per_generation_pairs_each_rate_with_its_window(tmp_path):
     rows = per_generation(tmp_path, "v", result)
     assert [r["tokens_per_s"] for r in rows] == [100.0, 50.0]
     assert [r["engine_cores"] for r in rows] == [1.0, 0.5]
+
+
+def test_per_generation_adds_the_probes_median_where_its_file_exists(tmp_path):
+    probe = [{"t": 1.2, "ms": 2.0, "cpu": 0}, {"t": 1.5, "ms": 4.0, "cpu": 1}, {"t": 1.8, "ms": 9.0, "cpu": 2}]
+    (tmp_path / "v.probe.jsonl").write_text("".join(json.dumps(line) + "\n" for line in probe))
+    result = {"all_tokens_per_s": [100.0, 50.0], "windows": [[1.0, 2.0], [2.0, 3.0]]}
+    first, second = per_generation(tmp_path, "v", result)
+    assert first["probe_ms"] == 4.0 and first["probe_samples"] == 3
+    assert "probe_ms" not in second
+
+
+def test_rank_correlation_against_hand_worked_values():
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert rank_correlation([1, 2, 3, 4], [9, 3, 2, 1]) == -1.0
+    # ys' ranks with a tie: 1.5 1.5 3 4; Pearson of 1..4 with them: 4.5 / sqrt(5 * 4.5) = 0.9487
+    assert abs(rank_correlation([1, 2, 3, 4], [1, 1, 2, 3]) - 4.5 / (5 * 4.5) ** 0.5) < 1e-12
+    assert rank_correlation([1, 2], [1, 2]) is None  # too few pairs
+    assert rank_correlation([1, 2, 3], [5, 5, 5]) is None  # a constant side has no ranking
+
+
+def test_print_rows_ends_with_the_rates_rank_correlations(capsys):
+    rows = [
+        {"tokens_per_s": 80_000.0, "sm_percent": 75.0, "probe_ms": 2.0},
+        {"tokens_per_s": 50_000.0, "sm_percent": 52.0, "probe_ms": 2.1},
+        {"tokens_per_s": 60_000.0, "sm_percent": 60.0, "probe_ms": 1.9},
+    ]
+    print_rows("v", rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split("|")[-2:] == [" 52.0 ", " 2.1"]  # the slowest generation first: its SM % and probe ms
+    # SM % rises with the rate (ranks 3 1 2 against 3 1 2); the probe's ranks 2 3 1 against 3 1 2: -0.5
+    assert lines[-1] == "  rank correlation with tok/s: SM % +1.00, probe ms -0.50"

@@ -1,0 +1,100 @@
+"""How fast the host's vCPUs run Python right now: a fixed interpreter-bound workload, timed every ``interval`` s.
+
+Session 25 (``benchmarks/results/gpu_session25_2026-11-29.md``): SGLang's decode rate, with the same batch, weights
+and tokens every time, moved between two levels from one generation to the next (about 50k and 80k tokens/s on the
+scheduler's decode lines), in setups that never release memory as much as in those that do, while the scheduler's
+thread ran at about 0.95 of a core in both and the GPU's SM use fell with the rate (about 70-80% at the fast level,
+50-56% at the slow one): the GPU waited for the host. Whether the host's cores as a whole ran slower during the slow
+generations (the VM's share of its physical cores, their clocks: nothing this library sets), or only the scheduler's,
+is what this probe tells: it times the same pure-Python loop (``WORK`` iterations, about 2 ms) on each vCPU in turn
+and :func:`probe_rows` gives each generation's median. The probe takes under 1% of one vCPU.
+
+    python -m benchmarks.gpu.cpu_probe record --out run.probe.jsonl [--interval 0.1]    (until SIGTERM)
+
+Each line: ``{"t": monotonic end, "ms": workload time, "cpu": vCPU}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import time
+from pathlib import Path
+
+WORK = 20_000
+"""Iterations of :func:`workload`: about 2 ms of one core of the GPU machines' hosts."""
+
+
+def workload(iterations: int = WORK) -> int:
+    """Interpreter-bound arithmetic, like a scheduler's per-request Python: no allocation that grows, no I/O."""
+    total = 0
+    for i in range(iterations):
+        total += (i * i) % 7
+    return total
+
+
+def record(out: Path, interval: float, stop_after: float | None = None, cpus: list[int] | None = None) -> None:
+    """Time :func:`workload` every ``interval`` s, moving to the next of ``cpus`` (default: every vCPU this process
+    may use) before each run, until SIGTERM/SIGINT or ``stop_after`` seconds."""
+    stopping = {"now": False}
+
+    def _stop(*_):
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    cpus = cpus if cpus is not None else sorted(os.sched_getaffinity(0))
+    begin = time.monotonic()
+    turn = 0
+    with open(out, "w") as sink:
+        while not stopping["now"] and (stop_after is None or time.monotonic() - begin < stop_after):
+            cpu = cpus[turn % len(cpus)]
+            turn += 1
+            os.sched_setaffinity(0, {cpu})
+            start = time.perf_counter()
+            workload()
+            end = time.perf_counter()
+            sink.write(json.dumps({"t": round(time.monotonic(), 4), "ms": round((end - start) * 1e3, 4), "cpu": cpu}))
+            sink.write("\n")
+            sink.flush()
+            time.sleep(interval)
+
+
+def load(path: Path) -> list[dict]:
+    """The probe's samples, in order (a last line cut by SIGKILL is skipped)."""
+    samples = []
+    for line in path.read_text().splitlines():
+        try:
+            samples.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return samples
+
+
+def probe_rows(path: Path, windows: list[tuple[float, float]]) -> list[dict]:
+    """Per window (``time.monotonic`` / ``perf_counter`` seconds of the same machine): the median workload time of
+    the samples that ended in it (``probe_ms``) and how many (``probe_samples``); ``{}`` for a window without one."""
+    samples = load(path)
+    rows = []
+    for begin, end in windows:
+        inside = [s["ms"] for s in samples if begin <= s["t"] <= end]
+        rows.append({"probe_ms": round(statistics.median(inside), 3), "probe_samples": len(inside)} if inside else {})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record")
+    rec.add_argument("--out", type=Path, required=True)
+    rec.add_argument("--interval", type=float, default=0.1)
+    rec.add_argument("--stop-after", type=float, default=None)
+    args = parser.parse_args(argv)
+    record(args.out, args.interval, args.stop_after)
+
+
+if __name__ == "__main__":
+    main()
