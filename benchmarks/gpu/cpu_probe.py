@@ -7,7 +7,7 @@ thread ran at about 0.95 of a core in both and the GPU's SM use fell with the ra
 50-56% at the slow one): the GPU waited for the host. Whether the host's cores as a whole ran slower during the slow
 generations (the VM's share of its physical cores, their clocks: nothing this library sets), or only the scheduler's,
 is what this probe tells: it times the same pure-Python loop (``WORK`` iterations, about 2 ms) on each vCPU in turn
-and :func:`probe_rows` gives each generation's median. The probe takes under 1% of one vCPU.
+and :func:`probe_rows` gives each generation's median. The probe takes about 2% of one vCPU.
 
     python -m benchmarks.gpu.cpu_probe record --out run.probe.jsonl [--interval 0.1]    (until SIGTERM)
 
@@ -17,6 +17,7 @@ Each line: ``{"t": monotonic end, "ms": workload time, "cpu": vCPU}``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -38,29 +39,34 @@ def workload(iterations: int = WORK) -> int:
 
 def record(out: Path, interval: float, stop_after: float | None = None, cpus: list[int] | None = None) -> None:
     """Time :func:`workload` every ``interval`` s, moving to the next of ``cpus`` (default: every vCPU this process
-    may use) before each run, until SIGTERM/SIGINT or ``stop_after`` seconds."""
+    may use) before each run, until SIGTERM/SIGINT or ``stop_after`` seconds. The caller's signal handlers and
+    affinity are back in place on return."""
     stopping = {"now": False}
 
     def _stop(*_):
         stopping["now"] = True
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    cpus = cpus if cpus is not None else sorted(os.sched_getaffinity(0))
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    allowed = os.sched_getaffinity(0)
+    cpus = cpus if cpus is not None else sorted(allowed)
     begin = time.monotonic()
-    turn = 0
-    with open(out, "w") as sink:
-        while not stopping["now"] and (stop_after is None or time.monotonic() - begin < stop_after):
-            cpu = cpus[turn % len(cpus)]
-            turn += 1
-            os.sched_setaffinity(0, {cpu})
-            start = time.perf_counter()
-            workload()
-            end = time.perf_counter()
-            sink.write(json.dumps({"t": round(time.monotonic(), 4), "ms": round((end - start) * 1e3, 4), "cpu": cpu}))
-            sink.write("\n")
-            sink.flush()
-            time.sleep(interval)
+    try:
+        with open(out, "w") as sink:
+            for turn in itertools.count():
+                if stopping["now"] or (stop_after is not None and time.monotonic() - begin >= stop_after):
+                    break
+                cpu = cpus[turn % len(cpus)]
+                os.sched_setaffinity(0, {cpu})
+                start = time.perf_counter()
+                workload()
+                sample = {"t": round(time.monotonic(), 4), "ms": round((time.perf_counter() - start) * 1e3, 4)}
+                sink.write(json.dumps(sample | {"cpu": cpu}) + "\n")
+                sink.flush()
+                time.sleep(interval)
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def load(path: Path) -> list[dict]:

@@ -95,9 +95,8 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
 
 def dmon_rows(path: Path, wall_windows: list[tuple[float, float]]) -> list[dict]:
     """Per wall-clock window: median SM clock (MHz), power (W) and SM use (%) of the ``nvidia-smi dmon -o T`` lines
-    whose second
-    overlaps it (dmon prints once a second, stamped to the second), else of the last line before it; empty where the
-    file has none."""
+    whose second overlaps it (dmon prints once a second, stamped to the second), else of the last line before it;
+    empty where the file has none."""
     if not path.exists():
         return [{} for _ in wall_windows]
     header: list[str] = []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 
 from benchmarks.gpu.cpu_probe import WORK, probe_rows, record, workload
 
@@ -16,11 +17,11 @@ def test_the_workload_computes_what_it_is_meant_to():
 def test_record_times_the_workload_on_each_given_vcpu_in_turn(tmp_path):
     allowed = sorted(os.sched_getaffinity(0))
     cpus = (allowed * 2)[:2]
+    handler = signal.getsignal(signal.SIGINT)
     out = tmp_path / "run.probe.jsonl"
-    try:
-        record(out, interval=0.02, stop_after=0.3, cpus=cpus)
-    finally:
-        os.sched_setaffinity(0, allowed)  # record pins the calling process
+    record(out, interval=0.02, stop_after=0.3, cpus=cpus)
+    assert sorted(os.sched_getaffinity(0)) == allowed  # the caller's affinity and handlers are back
+    assert signal.getsignal(signal.SIGINT) is handler
     samples = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(samples) >= 3
     assert [s["cpu"] for s in samples] == [cpus[i % 2] for i in range(len(samples))]
