@@ -85,6 +85,7 @@ BASE = dict(
     static=False,  # compile the decoder layers for each micro-batch's exact length (the engine: dynamic=True)
     nd_tiling=False,  # inductor's prefer_nd_tiling: tiled index math in the layers' element-wise kernels
     rope_tokens=False,  # RoPE on the token-major projections (benchmarks/gpu/rope_layout.py)
+    root_only=False,  # fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]: one FSDP2 unit, the root
 )
 VARIANTS = {
     "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
@@ -135,6 +136,10 @@ VARIANTS = {
     "varlen+logits+compile+fusedadam+static": dict(compile=True, fused_adam=True, static=True),
     "varlen+logits+compile+fusedadam+ndtiling": dict(compile=True, fused_adam=True, nd_tiling=True),
     "varlen+logits+compile+fusedadam+ropetokens": dict(compile=True, fused_adam=True, rope_tokens=True),
+    # session 25: the update is near host-bound (session 20's profile: 442 ms of kernels in a 507 ms step). On a world
+    # of one, per-layer units only add hooks and per-parameter gathers per layer and micro-batch; the root alone
+    # gathers the whole model once per micro-batch (exactly the same arithmetic: tests/workers/engine/fsdp)
+    "varlen+logits+compile+fusedadam+rootonly": dict(compile=True, fused_adam=True, root_only=True),
 }
 PROFILED = {
     "varlen+logits+compile",
@@ -237,7 +242,7 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     from verl.protocol import DataProto
     from verl.utils.flops_counter import FlopsCounter
     from verl.workers.actor import DataParallelPPOActor
-    from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
+    from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig, WrapPolicyConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
 
     spec = {**BASE, **VARIANTS[variant]}
@@ -285,7 +290,8 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
         enable_activation_offload=spec["act_offload"],
         override_config={"attn_implementation": spec["attn"]},
     )
-    engine_config = FSDPEngineConfig(reshard_after_forward=spec["reshard"])
+    wrap = WrapPolicyConfig(transformer_layer_cls_to_wrap=[] if spec["root_only"] else None)
+    engine_config = FSDPEngineConfig(reshard_after_forward=spec["reshard"], wrap_policy=wrap)
     engine = FSDPEngine(model_config, engine_config, optim, role="actor", use_torch_compile=spec["compile"])
     engine.initialize()
     # as ActorRole builds it: use_torch_compile also fuses the log-prob/entropy chunk math

@@ -23,6 +23,9 @@
 #   kernels the GPU tests of the Triton log-prob head and the packed attention kernels (about 60 s)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
 #           130 s; with `trl` after it, issue 15's whole GPU part in one call)
+#   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
+#           fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]): per-layer units' hooks and gathers are host
+#           work in a near host-bound step (about 320 s; the common set without Ray is enough)
 #   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels),
 #           inductor's nd tiling and token-major RoPE (about 250 s; the common set without Ray is enough)
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
@@ -108,6 +111,9 @@ for preset in "$@"; do
       tests/utils/test_triton_logprobs.py tests/workers/engine/fsdp/test_attention.py ;;
     update15) PYTHONPATH=$VL item update15 200 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 150 --timeout 100 --out "$OUT" ;;
+    rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \
+      --budget 360 --timeout 100 --out "$OUT" ;;
     shapes) PYTHONPATH=$VL item shapes 280 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+ropetokens \
       varlen+logits+compile+fusedadam+static varlen+logits+compile+fusedadam+ndtiling \

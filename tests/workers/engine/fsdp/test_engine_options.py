@@ -1,6 +1,7 @@
-"""fsdp_config.wrap_policy / forward_prefetch / offload_policy, model.enable_activation_offload and the actor's
-entropy_from_logits_with_chunking / entropy_checkpointing / calculate_sum_pi_squared change how the work is done,
-not its result: compared with the plain engine and with a direct softmax of the unsharded model's logits."""
+"""fsdp_config.wrap_policy (per-layer units or the root alone) / forward_prefetch / offload_policy,
+model.enable_activation_offload and the actor's entropy_from_logits_with_chunking / entropy_checkpointing /
+calculate_sum_pi_squared change how the work is done, not its result: compared with the plain engine and with a
+direct softmax of the unsharded model's logits."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def test_sharding_units_follow_the_wrap_policy():
     assert model.model.norm in units and all(layer in units for layer in layers)
     tied = model.model.embed_tokens.weight is model.lm_head.weight
     assert (model.model.embed_tokens in units) is not tied  # a tied embedding stays with the root
+    assert sharding_units(model, WrapPolicyConfig(transformer_layer_cls_to_wrap=[])) == []  # the root alone
+    with_norm = sharding_units(model, WrapPolicyConfig(transformer_layer_cls_to_wrap=[], min_num_params=norm_params))
+    assert model.model.norm in with_norm and not any(layer in with_norm for layer in layers)
     with pytest.raises(ValueError, match="transformer_layer_cls_to_wrap"):
         sharding_units(model, WrapPolicyConfig(transformer_layer_cls_to_wrap=["NoSuchLayer"]))
 
@@ -44,6 +48,8 @@ def _grads(engine, batch):
 
 
 def _options_rank(rank, world, model_path):
+    from torch.distributed.fsdp import FSDPModule
+
     from verl.protocol import DataProto
     from verl.workers.actor.dp_actor import DataParallelPPOActor
     from verl.workers.config import ActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig, WrapPolicyConfig
@@ -61,7 +67,11 @@ def _options_rank(rank, world, model_path):
     )
     offloaded = HFModelConfig(path=model_path, enable_activation_offload=True, enable_gradient_checkpointing=False)
     tuned = FSDPEngine(offloaded, options, OptimConfig(), role="actor").initialize()
-    out = {"plain": _grads(plain, batch), "tuned": _grads(tuned, batch)}
+    root_only = FSDPEngineConfig(wrap_policy=WrapPolicyConfig(transformer_layer_cls_to_wrap=[]))
+    root = FSDPEngine(HFModelConfig(path=model_path, enable_gradient_checkpointing=False), root_only, OptimConfig(),
+                      role="actor").initialize()  # fmt: skip
+    out = {"plain": _grads(plain, batch), "tuned": _grads(tuned, batch), "root": _grads(root, batch)}
+    out["root_units"] = [isinstance(m, FSDPModule) for m in (root.module, *root.module.model.layers)]
     out["prefetch"] = len(tuned.module.model.layers[0]._get_fsdp_state()._states_to_forward_prefetch)
 
     data = DataProto.from_dict(
@@ -97,6 +107,11 @@ def test_engine_and_actor_options_keep_the_numbers():
     assert tuned_loss == pytest.approx(plain_loss, rel=1e-6)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(tuned_grads[name], grad, rtol=1e-5, atol=1e-7)
+    root_loss, root_grads = out["root"]
+    assert out["root_units"] == [True] + [False] * (len(out["root_units"]) - 1)  # one unit: the root
+    assert root_loss == plain_loss  # the same arithmetic, one gather instead of one per layer
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(root_grads[name], grad, rtol=0, atol=0)
     assert out["prefetch"] == 1  # the first unit prefetches the next one
     assert out["layered_same"]
 

@@ -82,9 +82,10 @@ def decoder_layer_classes(module: nn.Module, names: list[str] | None = None) -> 
 def sharding_units(module: nn.Module, wrap_policy: WrapPolicyConfig) -> list[nn.Module]:
     """Submodules sharded as their own FSDP2 units, in module order: every layer of the wrap policy's classes, plus
     (``min_num_params > 0``) each innermost other submodule outside those layers holding at least that many
-    parameters no unit holds yet. Units are disjoint; a module sharing a parameter with a module outside it
-    (``embed_tokens`` tied to ``lm_head``) stays with the root."""
-    layer_classes = decoder_layer_classes(module, wrap_policy.transformer_layer_cls_to_wrap)
+    parameters no unit holds yet; no layers for an empty ``transformer_layer_cls_to_wrap``. Units are disjoint; a
+    module sharing a parameter with a module outside it (``embed_tokens`` tied to ``lm_head``) stays with the root."""
+    names = wrap_policy.transformer_layer_cls_to_wrap
+    layer_classes = decoder_layer_classes(module, names) if names != [] else ()
     layers = [sub for sub in module.modules() if isinstance(sub, layer_classes)]
     claimed = {id(p) for layer in layers for p in layer.parameters()}
     uses = Counter(id(p) for _, p in module.named_parameters(remove_duplicate=False))
