@@ -16,8 +16,9 @@ class WrapPolicyConfig(BaseConfig):
 
     transformer_layer_cls_to_wrap: list[str] | None = None
     """Class names of the units; null uses the model's ``_no_split_modules`` (its decoder layers); an empty list
-    makes no layer units, only the root (as in verl): one all-gather and one reduce-scatter of the whole model per
-    micro-batch instead of one per layer, with every layer's compute-dtype copy held from forward to backward."""
+    makes no layer units (as in verl), so with ``min_num_params`` 0 the root is the only unit: one all-gather and one
+    reduce-scatter of the whole model per micro-batch instead of one per layer, with every layer's compute-dtype
+    copy held from forward to backward."""
 
     min_num_params: int = bounded_field(0, ge=0)
     """Also shard, as its own unit, every other submodule with at least this many parameters; 0 adds none."""
