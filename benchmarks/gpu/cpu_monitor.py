@@ -29,11 +29,13 @@ its time in the kernel is making system calls, which a sandboxed machine (gVisor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -78,15 +80,26 @@ def _short(command: str, width: int = 60) -> str:
     return " ".join(command.split())[:width]
 
 
-def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float | None = None) -> None:
-    """Sample until SIGTERM/SIGINT (or ``stop_after`` seconds), appending to ``out``."""
+@contextlib.contextmanager
+def until_stopped(stop_after: float | None = None) -> Iterator[Callable[[], bool]]:
+    """A recorder's loop condition: true until SIGTERM/SIGINT arrives or ``stop_after`` seconds have passed. The
+    caller's signal handlers are back in place on leaving."""
     stopping = {"now": False}
 
     def _stop(*_):
         stopping["now"] = True
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    begin = time.monotonic()
+    try:
+        yield lambda: not stopping["now"] and (stop_after is None or time.monotonic() - begin < stop_after)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float | None = None) -> None:
+    """Sample until SIGTERM/SIGINT (or ``stop_after`` seconds), appending to ``out``."""
     own = str(os.getpid())
     watched: dict[str, str | None] = {}  # pid -> short command line (None: not watched)
     previous_threads: dict[str, tuple[int, int]] = {}  # "pid/tid" -> (user+system, system) jiffies
@@ -94,9 +107,8 @@ def record(out: Path, interval: float, match: tuple[str, ...], stop_after: float
     samples = 0
     previous_host = _host_jiffies()
     previous_t = time.monotonic()
-    begin = previous_t
-    with open(out, "w") as sink:
-        while not stopping["now"] and (stop_after is None or time.monotonic() - begin < stop_after):
+    with until_stopped(stop_after) as running, open(out, "w") as sink:
+        while running():
             time.sleep(interval)
             now = time.monotonic()
             dt = now - previous_t

@@ -17,13 +17,13 @@ Each line: ``{"t": monotonic end, "ms": workload time, "cpu": vCPU}``.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
-import signal
 import statistics
 import time
 from pathlib import Path
+
+from benchmarks.gpu.cpu_monitor import until_stopped
 
 WORK = 20_000
 """Iterations of :func:`workload`: about 2 ms of one core of the GPU machines' hosts."""
@@ -41,21 +41,14 @@ def record(out: Path, interval: float, stop_after: float | None = None, cpus: li
     """Time :func:`workload` every ``interval`` s, moving to the next of ``cpus`` (default: every vCPU this process
     may use) before each run, until SIGTERM/SIGINT or ``stop_after`` seconds. The caller's signal handlers and
     affinity are back in place on return."""
-    stopping = {"now": False}
-
-    def _stop(*_):
-        stopping["now"] = True
-
-    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     allowed = os.sched_getaffinity(0)
     cpus = cpus if cpus is not None else sorted(allowed)
-    begin = time.monotonic()
+    turn = 0
     try:
-        with open(out, "w") as sink:
-            for turn in itertools.count():
-                if stopping["now"] or (stop_after is not None and time.monotonic() - begin >= stop_after):
-                    break
+        with until_stopped(stop_after) as running, open(out, "w") as sink:
+            while running():
                 cpu = cpus[turn % len(cpus)]
+                turn += 1
                 os.sched_setaffinity(0, {cpu})
                 start = time.perf_counter()
                 workload()
@@ -65,8 +58,6 @@ def record(out: Path, interval: float, stop_after: float | None = None, cpus: li
                 time.sleep(interval)
     finally:
         os.sched_setaffinity(0, allowed)
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
 
 
 def load(path: Path) -> list[dict]:

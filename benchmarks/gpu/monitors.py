@@ -87,7 +87,9 @@ TOP_LINES = 40
 """Lines of each ``top`` frame kept: the summary and the busiest processes."""
 
 
-MONITORS = ("pmon", "dmon", "top", "cpu", "probe")
+CPU_MONITORS = ("cpu", "probe")
+"""The monitors that need no ``nvidia-smi`` (all a CPU machine runs)."""
+MONITORS = ("pmon", "dmon", "top", *CPU_MONITORS)
 
 
 def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...] = MONITORS) -> list[subprocess.Popen]:
@@ -99,7 +101,7 @@ def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...
     steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it), and every 0.1 s
     :mod:`benchmarks.gpu.cpu_probe` times a fixed Python workload on the next vCPU into ``<name>.probe.jsonl`` (how
     fast the host's cores ran). Each monitor is its own process group (:func:`_stop_group`). ``tools`` picks some of
-    them (``("cpu", "probe")`` where there is no ``nvidia-smi``)."""
+    them (:data:`CPU_MONITORS` where there is no ``nvidia-smi``)."""
     commands = {
         "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
         "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],

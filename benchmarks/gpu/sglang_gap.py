@@ -75,7 +75,7 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu.generation_context import per_generation, print_rows
-from benchmarks.gpu.monitors import MONITORS, _start_gpu_monitors, _stop_group
+from benchmarks.gpu.monitors import CPU_MONITORS, MONITORS, _start_gpu_monitors, _stop_group
 
 VARIANTS = (
     "bare",
@@ -355,7 +355,7 @@ def launch(args, variant: str, out: Path) -> dict:
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s), "--block", str(args.block)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
-    tools = MONITORS if shutil.which("nvidia-smi") else ("cpu", "probe")
+    tools = MONITORS if shutil.which("nvidia-smi") else CPU_MONITORS
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     monitors = _start_gpu_monitors(out, variant, device, tools) if args.monitor else []
     try:
