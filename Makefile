@@ -40,9 +40,10 @@ demo: install
 # PYTHONDONTWRITEBYTECODE is set none of them saves what it compiled, so each compiles verl again (0.3-0.5 s).
 # compileall writes the .pyc files once (a source edited later is recompiled as usual: the .pyc records its mtime).
 # --durations: the log names the 30 slowest tests, for keeping the suite within its time.
+# PYTHONFAULTHANDLER: a crash outside a test (the teardown after the last one) prints its Python stacks.
 test: install
 	$(PY) -m compileall -q -j 0 verl recipe tests
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(PY) -m pytest tests --durations=30 $(PYTEST_ARGS)
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONFAULTHANDLER=1 $(PY) -m pytest tests --durations=30 $(PYTEST_ARGS)
 
 quality: install
 	$(VENV)/bin/ruff check .

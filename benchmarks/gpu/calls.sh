@@ -74,6 +74,8 @@
 #           compiling for its first prefill CUDA graph; session 22: engine start 95 s cold, 35 s warm)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
 #           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
+#   tpfirst, tpsecond  `tp`'s first engine (vLLM) or its second (SGLang) alone: one call each when the install and
+#           both engines would not fit in one call
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -146,6 +148,8 @@ for preset in "$@"; do
     hostspeed) PYTHONPATH=$SG item hostspeed 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
       --out /tmp/hostspeed --variants bare,rollout-keep,rollout --gpu-memory-utilization 0.15 --repeats 16 --timeout 200
       keep /tmp/hostspeed hostspeed ;;
+    rootloop) grpo rootloop 330 --memory-sample-ms 0 --timeout 150 --runs sglang,sglang@rootonly \
+      --variant rootonly=actor_rollout_ref.actor.fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[] ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do
@@ -165,9 +169,13 @@ for preset in "$@"; do
         echo "packcaches: $(du -h /tmp/caches.tgz | cut -f1) packed; room for $room parts of 15 MiB: not brought back"
       fi
       rm -f /tmp/caches.tgz ;;
-    tp) for engine in vllm sglang; do
+    tp|tpfirst|tpsecond) engines="vllm sglang"
+      [ "$preset" = tpfirst ] && engines=vllm
+      [ "$preset" = tpsecond ] && engines=sglang
+      for engine in $engines; do
         site=$VL; [ "$engine" = sglang ] && site=$SG
-        PYTHONPATH=$site item "tp_$engine" 290 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
+        limit=290; [ "$preset" = tp ] || limit=560
+        PYTHONPATH=$site item "tp_$engine" $limit python3 -m pytest -m gpu -q -s -p no:cacheprovider \
           tests/workers/rollout/test_tensor_parallel_gpu.py -k "$engine"
       done ;;
     *) echo "unknown preset $preset (see the head of $0)" >&2 ;;
