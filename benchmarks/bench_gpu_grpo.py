@@ -32,15 +32,17 @@ A run cut at ``--timeout`` is killed with its whole process tree. Without ``--la
 the GPU memory already in use, and after each run every engine process left on the machine (Ray, SGLang, vLLM,
 ``main_ppo``) is killed (:mod:`benchmarks.gpu.leftovers`): run it on a machine of its own.
 
-Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run,
-and every thread's CPU time with the VM's steal every 0.25 s (:mod:`benchmarks.gpu.cpu_monitor`; who used the CPUs
-during the generation windows of steps 2+ is printed after the run). A run whose variant is named ``pyspy...`` gets
-``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler and detokenizer and its Ray workers as each
-appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run>.<process>.<pid>.pyspy.txt``; ``python -m
-benchmarks.gpu.pyspy summarize FILE`` reads one. A run whose variant is named ``pin...`` (standalone runs too:
-``standalone-sglang@pin``) gets a physical CPU core for its SGLang scheduler alone; ``pinonly...`` moves the scheduler
-there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`). A ``profile...`` run
-profiles its workers' training phases (:mod:`benchmarks.gpu.loop_profile`, into ``<run>.profile/``).
+Diagnostics: ``--gpu-monitor`` logs ``nvidia-smi pmon``/``dmon`` and ``top`` once a second beside each verl run and
+each bare engine, every thread's CPU time with the VM's steal every 0.25 s (:mod:`benchmarks.gpu.cpu_monitor`; who
+used the CPUs during the generation windows of steps 2+ is printed after the run) and the host's speed
+(:mod:`benchmarks.gpu.cpu_probe`); the table then also compares the loop's generations with the bare engine's at the
+same host speed (:func:`benchmarks.gpu.generation_context.host_matched_ratio`). A run whose variant is named
+``pyspy...`` gets ``py-spy record --pid`` (``--py-spy``) attached to its SGLang scheduler and detokenizer and its Ray
+workers as each appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run>.<process>.<pid>.pyspy.txt``;
+``python -m benchmarks.gpu.pyspy summarize FILE`` reads one. A run whose variant is named ``pin...`` (standalone runs
+too: ``standalone-sglang@pin``) gets a physical CPU core for its SGLang scheduler alone; ``pinonly...`` moves the
+scheduler there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`). A
+``profile...`` run profiles its workers' training phases (:mod:`benchmarks.gpu.loop_profile`, into ``<run>.profile/``).
 
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
@@ -60,6 +62,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.gpu.generation_context import per_generation, print_rows
 from benchmarks.gpu.grpo_table import (  # noqa: F401 - the constants and _fmt are also read from here
     BREAKDOWN,
     MAX_PROMPT_LENGTH,
@@ -289,8 +292,7 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    device = gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    monitors = _start_gpu_monitors(out, name, device) if getattr(args, "gpu_monitor", False) else []  # not vlm_grpo's
+    monitors = _start_gpu_monitors(out, name, _device(gpu)) if getattr(args, "gpu_monitor", False) else []  # not vlm's
     try:
         rc = _run_command(
             name,
@@ -318,11 +320,16 @@ def run_verl(
             if index in arrivals and sampler is not None:
                 record.update(_phase_peaks(record, arrivals[index], sampler))
             records.append(record)
-    if monitors:
-        cpu_during_generation(out, name, records, arrivals, sequences=PROMPTS * SAMPLES)
+    if monitors and (rows := cpu_during_generation(out, name, records, arrivals, sequences=PROMPTS * SAMPLES)):
+        records.append({"run": name, "generations": rows})  # the table's host-matched ratio (grpo_table)
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
+
+
+def _device(gpu: str | None) -> str:
+    """The card ``nvidia-smi`` watches for a run: its lane's GPU, else the first visible one."""
+    return gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
 
 
 def _pinning(variant: str | None):
@@ -413,11 +420,20 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     if split_run(name)[0] in VERL_ENGINES:
         records = run_verl(args, name, out, sampler, gpu=gpu)
         summary = summarize_verl(records)
+        summary.update(next((r for r in records if "generations" in r and "step" not in r), {}))
     elif name.startswith("standalone-"):
         engine = split_run(name)[0].split("-", 1)[1]
         extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--repeats", "5"]
-        records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
+        monitors = _start_gpu_monitors(out, name, _device(gpu)) if args.gpu_monitor else []
+        try:
+            records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
+        finally:
+            for monitor in monitors:
+                _stop_group(monitor)
         summary = next((dict(r) for r in records if "tokens_per_s" in r), {})
+        if monitors and summary.get("windows"):  # its generations beside the machine, as the loop's steps
+            summary["generations"] = per_generation(out, name, summary)
+            print_rows(name, summary["generations"])
     else:
         extra = ["--steps", str(args.steps)]
         records = run_json_lines(args, name, "benchmarks.gpu.trl_grpo", extra, None, out, gpu)
@@ -544,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
                             results.write(json.dumps(record) + "\n")
                         results.write(json.dumps({"summary": True, **summary}) + "\n")
                         results.flush()
-                        print(f"[bench] {name}: {json.dumps(summary)}", flush=True)
+                        shown = {k: v for k, v in summary.items() if k not in ("generations", "windows")}
+                        print(f"[bench] {name}: {json.dumps(shown)}", flush=True)
 
         threads = [threading.Thread(target=lane, args=(gpu, names), daemon=True) for gpu, names in lanes.items()]
         for thread in threads:

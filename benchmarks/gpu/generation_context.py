@@ -17,6 +17,10 @@ during it, to find what sets the level:
 
 :func:`print_rows` ends with the rank correlation of the rate with each of these across the generations.
 
+Session 26: the probe's time tracked the rate (rank correlation -0.70 over 96 generations of six runs, -0.94 across
+the runs' medians), so one run against another is also a comparison of two draws of the host's speed.
+:func:`host_matched_ratio` compares two runs at the same probe time instead.
+
 Inputs: :mod:`benchmarks.gpu.cpu_monitor`'s file (``time.monotonic()`` stamps, the clock of ``time.perf_counter``),
 each generation's ``perf_counter`` window and its tokens/s. Read on the machine that ran them, right after: the
 monotonic clock is the machine's, so one offset to ``time.time()`` gives the windows' wall-clock times for dmon.
@@ -24,6 +28,7 @@ monotonic clock is the machine's, so one offset to ``time.time()`` gives the win
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -47,7 +52,8 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
     """Per window: the busiest thread (``engine_thread``: "process | thread"), its mean cores, the system-call part
     of them (``engine_system_cores``, where the file records it) and its vCPUs, the busy threads that shared its
     physical core (``sharing``: name -> samples), the number of busy threads, and the host's mean steal (cores).
-    Samples are those whose end falls in the window; a window without one gets ``samples`` 0."""
+    Samples are those whose end falls in the window; a window without one gets ``samples`` 0, one whose samples saw
+    no watched thread only its steal."""
     names, samples = load(path)
     core = _core_of(groups if groups is not None else sibling_groups(set(range(os.cpu_count() or 1))))
     rows = []
@@ -61,6 +67,10 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
         for sample in inside:
             for key, (cores, *_) in sample["threads"].items():
                 totals[key] = totals.get(key, 0.0) + cores / len(inside)
+        steal = round(statistics.mean(s["host"].get("steal", 0.0) for s in inside), 2)
+        if not totals:
+            rows.append({**row, "steal_cores": steal})
+            continue
         engine = max(totals, key=totals.get)
         engine_cpus: list[int] = []
         engine_system: list[float] = []  # files before session 23 record no system part
@@ -87,7 +97,7 @@ def cpu_rows(path: Path, windows: list[tuple[float, float]], groups: list[list[i
             **({"engine_system_cores": round(sum(engine_system) / len(inside), 2)} if engine_system else {}),
             sharing=sharing,
             busy_threads=len(busy),
-            steal_cores=round(statistics.mean(s["host"].get("steal", 0.0) for s in inside), 2),
+            steal_cores=steal,
         )
         rows.append(row)
     return rows
@@ -190,6 +200,33 @@ def correlations(rows: list[dict]) -> dict[str, float]:
         if rho is not None:
             found[key] = rho
     return found
+
+
+def host_matched_ratio(reference: list[dict], rows: list[dict]) -> dict | None:
+    """``rows``' tokens/s over ``reference``'s at the same host speed: ``log(tok/s) = a + b log(probe ms)`` with one
+    slope ``b`` for both runs and an intercept ``a`` each (least squares within each run: a covariance analysis), the
+    ratio ``exp(a_rows - a_reference)``. The generations without a probe time are left out. None where either run has
+    fewer than two generations with one or the probe time varies within neither run.
+
+    Returns ``{"ratio", "slope", "generations": (reference's, rows')}``."""
+    groups = []
+    for run in (reference, rows):
+        pairs = [(math.log(r["probe_ms"]), math.log(r["tokens_per_s"])) for r in run if r.get("probe_ms")]
+        if len(pairs) < 2:
+            return None
+        groups.append(pairs)
+    centred = []
+    for pairs in groups:
+        mean_x = statistics.fmean(x for x, _ in pairs)
+        mean_y = statistics.fmean(y for _, y in pairs)
+        centred.append((mean_x, mean_y, [(x - mean_x, y - mean_y) for x, y in pairs]))
+    sxx = sum(dx * dx for _, _, deviations in centred for dx, _ in deviations)
+    if sxx == 0:
+        return None
+    slope = sum(dx * dy for _, _, deviations in centred for dx, dy in deviations) / sxx
+    (ref_x, ref_y, _), (run_x, run_y, _) = centred
+    ratio = math.exp((run_y - slope * run_x) - (ref_y - slope * ref_x))
+    return {"ratio": ratio, "slope": slope, "generations": (len(groups[0]), len(groups[1]))}
 
 
 def print_rows(name: str, rows: list[dict]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import statistics
 
+from benchmarks.gpu.generation_context import host_matched_ratio
+
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 VERL_ENGINES = ("vllm", "sglang", "hf")
 GC_KEYS = ("rollout/gc_pause_s", "rollout/gc_full_pause_s", "rollout/gc_full_collections")
@@ -78,11 +80,17 @@ def _fmt(value, digits: int = 2) -> str:
     return str(value)
 
 
-def _bare_rate(summaries: dict[str, dict], name: str) -> float | None:
-    """The bare engine's tokens/s for loop run ``name`` (``engine[@variant]``): the same variant's bare run where one
-    ran, else the plain one; over all its repeats (its median where only that was recorded)."""
+def _bare(summaries: dict[str, dict], name: str) -> dict:
+    """The bare engine's summary for loop run ``name`` (``engine[@variant]``): the same variant's bare run where one
+    ran, else the plain one ({} where neither ran)."""
     engine, variant = split_run(name)
-    bare = summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
+    return summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
+
+
+def _bare_rate(summaries: dict[str, dict], name: str) -> float | None:
+    """The bare engine's tokens/s for loop run ``name``: over all its repeats (its median where only that was
+    recorded)."""
+    bare = _bare(summaries, name)
     return bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
 
 
@@ -140,6 +148,13 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         if s.get("call_tokens_per_s"):
             share = f" ({s['call_tokens_per_s'] / standalone:.0%} of its bare engine)" if standalone else ""
             lines.append(f"- {name}: the rollout's own call {_fmt(s['call_tokens_per_s'], 0)} tok/s{share}")
+        matched = host_matched_ratio(_bare(summaries, name).get("generations") or [], s.get("generations") or [])
+        if matched:
+            lines.append(
+                f"- {name}: at the same host speed, the rollout's own call makes {matched['ratio']:.0%} of its bare"
+                f" engine's tok/s (one slope {matched['slope']:.2f} of log tok/s on log probe ms over"
+                f" {sum(matched['generations'])} generations)"
+            )
     if "trl" in summaries:
         s = summaries["trl"]
         lines.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -92,7 +93,9 @@ CPU_MONITORS = ("cpu", "probe")
 MONITORS = ("pmon", "dmon", "top", *CPU_MONITORS)
 
 
-def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...] = MONITORS) -> list[subprocess.Popen]:
+def _start_gpu_monitors(
+    out: Path, name: str, device: str, tools: tuple[str, ...] | None = None
+) -> list[subprocess.Popen]:
     """Once a second, into ``<name>.{pmon,dmon,top}.log`` (kept in logs.tar.gz): ``nvidia-smi pmon`` (SM and
     memory-bandwidth use per process on GPU ``device``: does the training process's context run kernels while the
     engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
@@ -101,7 +104,9 @@ def _start_gpu_monitors(out: Path, name: str, device: str, tools: tuple[str, ...
     steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it), and every 0.1 s
     :mod:`benchmarks.gpu.cpu_probe` times a fixed Python workload on the next vCPU into ``<name>.probe.jsonl`` (how
     fast the host's cores ran). Each monitor is its own process group (:func:`_stop_group`). ``tools`` picks some of
-    them (:data:`CPU_MONITORS` where there is no ``nvidia-smi``)."""
+    them (default: all of them, only :data:`CPU_MONITORS` where there is no ``nvidia-smi``)."""
+    if tools is None:
+        tools = MONITORS if shutil.which("nvidia-smi") else CPU_MONITORS
     commands = {
         "pmon": ["nvidia-smi", "pmon", "-i", device, "-d", "1", "-s", "um", "-o", "T"],
         "dmon": ["nvidia-smi", "dmon", "-i", device, "-d", "1", "-s", "pucm", "-o", "T"],
@@ -144,12 +149,12 @@ def _stop_group(process: subprocess.Popen) -> None:
 
 def cpu_during_generation(
     out: Path, name: str, records: list[dict], arrivals: dict[int, float], sequences: int | None = None
-) -> None:
+) -> list[dict]:
     """Print who used the CPUs during the generation phases of steps 2 and later of run ``name`` (from its
     ``<name>.cpu.jsonl``; ``arrivals[i]`` is when record ``i``'s step ended, on this process's ``perf_counter``),
     against the rest of the run; then each of those steps' generation with what ran during it
     (:mod:`benchmarks.gpu.generation_context`; ``sequences`` per step turn the mean response length into
-    tokens/s of the rollout's own call)."""
+    tokens/s of the rollout's own call). Returns those generations' rows (none without ``sequences``)."""
     from benchmarks.gpu.cpu_monitor import print_summary, summarize
     from benchmarks.gpu.generation_context import per_generation, print_rows
 
@@ -162,7 +167,7 @@ def cpu_during_generation(
     ]
     windows = [window for _, window in steps]
     if not path.exists() or not windows:
-        return
+        return []
     print(f"[{name}] CPU use during generation (steps 2+, busy) and elsewhere (other):", flush=True)
     print_summary(summarize(path, windows=windows, top=15))
     timed = [(r, w) for r, w in steps if "response_length/mean" in r and "timing_s/rollout_call" in r]
@@ -171,4 +176,7 @@ def cpu_during_generation(
             "all_tokens_per_s": [r["response_length/mean"] * sequences / r["timing_s/rollout_call"] for r, _ in timed],
             "windows": [w for _, w in timed],
         }
-        print_rows(f"{name} steps 2+", per_generation(out, name, result))
+        rows = per_generation(out, name, result)
+        print_rows(f"{name} steps 2+", rows)
+        return rows
+    return []

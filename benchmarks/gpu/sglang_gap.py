@@ -67,15 +67,14 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.gpu.generation_context import per_generation, print_rows
-from benchmarks.gpu.monitors import CPU_MONITORS, MONITORS, _start_gpu_monitors, _stop_group
+from benchmarks.gpu.generation_context import host_matched_ratio, per_generation, print_rows
+from benchmarks.gpu.monitors import _start_gpu_monitors, _stop_group
 
 VARIANTS = (
     "bare",
@@ -355,9 +354,8 @@ def launch(args, variant: str, out: Path) -> dict:
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s), "--block", str(args.block)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
-    tools = MONITORS if shutil.which("nvidia-smi") else CPU_MONITORS
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    monitors = _start_gpu_monitors(out, variant, device, tools) if args.monitor else []
+    monitors = _start_gpu_monitors(out, variant, device) if args.monitor else []
     try:
         with open(log, "w") as sink:
             try:
@@ -394,6 +392,31 @@ def block_levels(result: dict) -> str:
     for rate, block in zip(result["all_tokens_per_s"], result["release_blocks"]):
         groups.setdefault(block, []).append(f"{rate / 1000:.1f}")
     return " | ".join(" ".join(rates) for _, rates in sorted(groups.items()))
+
+
+def table(results: list[dict]) -> str:
+    """The variants' markdown table: each against the bare engine as measured, and at the same host speed
+    (:func:`benchmarks.gpu.generation_context.host_matched_ratio` over the generations' probe times)."""
+    bare = next((r for r in results if r["variant"] == "bare"), {})
+    base = bare.get("tokens_per_s")
+    lines = [
+        "| variant | rc | tok/s | vs bare | vs bare, same host speed | engine call tok/s | scheduler decode tok/s "
+        "| sync s | wall s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        rate = r.get("tokens_per_s")
+        ratio = f"{rate / base:.2f}" if rate and base else "-"
+        matched = host_matched_ratio(bare.get("generations") or [], r.get("generations") or [])
+        same_host = f"{matched['ratio']:.2f} (slope {matched['slope']:.2f})" if matched else "-"
+        cells = [r.get("tokens_per_s"), r.get("engine_tokens_per_s"), r.get("scheduler_decode_tokens_per_s")]
+        shown = [f"{c:,.0f}" if c else "-" for c in cells]
+        sync = f"{r['sync_seconds']:.3f}" if r.get("sync_seconds") else "-"
+        lines.append(
+            f"| {r['variant']} | {r['rc']} | {shown[0]} | {ratio} | {same_host} | {shown[1]} | {shown[2]} | {sync} "
+            f"| {r['wall_s']} |"
+        )
+    return "\n" + "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -444,18 +467,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(json.dumps(result), flush=True)
         results.append(result)
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    base = next((r.get("tokens_per_s") for r in results if r["variant"] == "bare"), None)
-    print("\n| variant | rc | tok/s | vs bare | engine call tok/s | scheduler decode tok/s | sync s | wall s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in results:
-        rate = r.get("tokens_per_s")
-        ratio = f"{rate / base:.2f}" if rate and base else "-"
-        cells = [r.get("tokens_per_s"), r.get("engine_tokens_per_s"), r.get("scheduler_decode_tokens_per_s")]
-        shown = [f"{c:,.0f}" if c else "-" for c in cells]
-        sync = f"{r['sync_seconds']:.3f}" if r.get("sync_seconds") else "-"
-        print(
-            f"| {r['variant']} | {r['rc']} | {shown[0]} | {ratio} | {shown[1]} | {shown[2]} | {sync} | {r['wall_s']} |"
-        )
+    print(table(results))
     return results
 
 

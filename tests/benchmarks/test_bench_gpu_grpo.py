@@ -4,6 +4,7 @@ rollout, and session 5's VLM runs reported HF numbers as vLLM's because the vLLM
 import argparse
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,32 @@ def test_the_bare_vllm_engine_skips_the_flashinfer_sampler_warm_up_unless_a_vari
     # a variant may run the bare engine in one process, as the loop's engine runs
     inproc = bench_gpu_grpo.json_run_env(args, "standalone-vllm@inproc", "vllm", None)
     assert inproc["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+
+
+def test_a_bare_engine_run_with_the_monitors_gets_each_generations_host_speed(tmp_path, monkeypatch):
+    """``--gpu-monitor`` beside a bare engine: the CPU monitor and the probe run for real (no ``nvidia-smi`` here),
+    and each generation the engine reported gets its row with the probe's time, as the loop's steps do."""
+    out = tmp_path / "out"
+    out.mkdir()
+    probe = out / "standalone-vllm.probe.jsonl"
+
+    def bare_engine(args, name, module, extra, engine, out_dir, gpu):  # two timed generations of 0.5 s each
+        deadline = time.monotonic() + 30
+        while (not probe.exists() or not probe.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the probe's process is up and timing
+        windows = []
+        for _ in range(2):
+            begin = time.perf_counter()
+            time.sleep(0.5)
+            windows.append((begin, time.perf_counter()))
+        return [{"tokens_per_s": 150.0, "all_tokens_per_s": [100.0, 200.0], "windows": windows}]
+
+    monkeypatch.setattr(bench_gpu_grpo, "run_json_lines", bare_engine)
+    monkeypatch.setattr(bench_gpu_grpo, "sweep", list)  # the suite's own Ray and engines are not leftovers
+    args = _args(tmp_path)
+    args.gpu_monitor, args.gpu_memory_utilization = True, 0.3
+    _, summary = bench_gpu_grpo.run_one(args, "standalone-vllm", out, None, None)
+    generations = summary["generations"]
+    assert [row["tokens_per_s"] for row in generations] == [100.0, 200.0]
+    assert all(row["probe_ms"] > 0 and row["probe_samples"] >= 1 for row in generations)
+    assert (out / "standalone-vllm.cpu.jsonl").exists()

@@ -88,7 +88,8 @@ def test_each_loop_step_generation_gets_its_rate_and_engine_thread(tmp_path, cap
              "response_length/mean": 200.0}  # fmt: skip
     step3 = {"step": 3, "timing_s/step": 3.0, "timing_s/gen": 1.0, "timing_s/rollout_call": 0.4,
              "response_length/mean": 100.0}  # fmt: skip
-    cpu_during_generation(tmp_path, "run", [step2, step3], {0: 103.0, 1: 202.0}, sequences=8)
+    returned = cpu_during_generation(tmp_path, "run", [step2, step3], {0: 103.0, 1: 202.0}, sequences=8)
+    assert [row["tokens_per_s"] for row in returned] == [1000.0, 2000.0]  # the printed rows, for the table
 
     rows = capsys.readouterr().out.split("[run steps 2+] generations, slowest first")[1].splitlines()[1:3]
     # 200 tokens x 8 sequences in the rollout's 1.6 s call = 1,000 tok/s, slower than step 3's 100 x 8 / 0.4

@@ -1,10 +1,20 @@
 """Each timed generation placed next to what the machine did during it: hand-built monitor files."""
 
 import json
+import math
 from datetime import datetime
 
+import pytest
+
 from benchmarks.gpu.cpu_monitor import HOST_FIELDS
-from benchmarks.gpu.generation_context import cpu_rows, dmon_rows, per_generation, print_rows, rank_correlation
+from benchmarks.gpu.generation_context import (
+    cpu_rows,
+    dmon_rows,
+    host_matched_ratio,
+    per_generation,
+    print_rows,
+    rank_correlation,
+)
 
 GROUPS = [[0, 1], [2, 3]]  # two physical cores, two hyperthreads each
 NAMES = {"10/10": ["sglang::scheduler", "python"], "20/21": ["ray::Worker", "loader"], "30/30": ["top", "top"]}
@@ -44,6 +54,12 @@ def test_each_window_names_the_engine_thread_and_what_shared_its_core(tmp_path):
     assert second["sharing"] == {} and second["busy_threads"] == 0
     assert empty == {"samples": 0}
     assert "engine_system_cores" not in first  # files before session 23 record no system part
+
+
+def test_a_window_whose_samples_saw_no_watched_thread_gets_only_its_steal(tmp_path):
+    path = tmp_path / "run.cpu.jsonl"
+    _write_cpu(path, [(10.25, {}), (10.5, {})])  # the monitor ran but nothing it watches was busy yet
+    assert cpu_rows(path, [(10.0, 10.6)], groups=GROUPS) == [{"samples": 2, "steal_cores": 0.5}]
 
 
 def test_the_engine_threads_system_part_is_its_mean_over_the_window(tmp_path):
@@ -116,3 +132,33 @@ def test_print_rows_ends_with_the_rates_rank_correlations(capsys):
     assert lines[1].split("|")[-2:] == [" 52.0 ", " 2.1"]  # the slowest generation first: its SM % and probe ms
     # SM % rises with the rate (ranks 3 1 2 against 3 1 2); the probe's ranks 2 3 1 against 3 1 2: -0.5
     assert lines[-1] == "  rank correlation with tok/s: SM % +1.00, probe ms -0.50"
+
+
+def _rows(pairs):
+    return [{"tokens_per_s": rate, "probe_ms": probe} for probe, rate in pairs]
+
+
+def test_host_matched_ratio_compares_two_runs_at_the_same_probe_time():
+    # both runs make 100 (reference) and 80 tok/s per 1/ms of probe time: the second ran on a host twice as slow
+    reference = _rows([(p, 100 / p) for p in (1.0, 1.1, 1.2)])
+    slower_host = _rows([(p, 80 / p) for p in (2.0, 2.2, 2.4)])
+    found = host_matched_ratio(reference, slower_host)
+    assert found["ratio"] == pytest.approx(0.8)  # the medians' ratio: (80 / 2.2) / (100 / 1.1) = 0.4
+    assert found["slope"] == pytest.approx(-1.0)
+    assert found["generations"] == (3, 3)
+
+
+def test_host_matched_ratio_fits_one_slope_for_both_runs():
+    # in logs: reference (x, y) = (0, 0), (1, -1); rows (0, 1), (1, -1). Within-run sums: Sxy -0.5 and -1, Sxx 0.5
+    # and 0.5 -> slope -1.5; intercepts ybar - slope xbar: -0.5 + 0.75 = 0.25 and 0 + 0.75 = 0.75 -> ratio e^0.5
+    reference = _rows([(1.0, 1.0), (math.e, math.exp(-1))])
+    rows = _rows([(1.0, math.e), (math.e, math.exp(-1))])
+    found = host_matched_ratio(reference, rows)
+    assert found["slope"] == pytest.approx(-1.5)
+    assert found["ratio"] == pytest.approx(math.exp(0.5))
+
+
+def test_host_matched_ratio_needs_probe_times_that_vary():
+    reference = _rows([(1.0, 100.0), (1.2, 90.0)])
+    assert host_matched_ratio(reference, _rows([(1.5, 50.0)]) + [{"tokens_per_s": 70.0}]) is None  # one with a probe
+    assert host_matched_ratio(_rows([(1.0, 100.0), (1.0, 90.0)]), _rows([(2.0, 50.0), (2.0, 40.0)])) is None

@@ -68,3 +68,17 @@ def test_the_rollouts_own_call_is_rated_when_every_step_timed_it():
         {"sglang": {**summary, "step_s": 2.0}, "standalone-sglang": {"mean_tokens_per_s": 48_000.0}}, "test card"
     )
     assert "- sglang: the rollout's own call 38,400 tok/s (80% of its bare engine)" in table
+
+
+def test_the_loop_is_set_against_its_bare_engine_at_the_same_host_speed():
+    def generations(per_ms: float, probes: tuple[float, ...]) -> list[dict]:
+        return [{"tokens_per_s": per_ms / probe, "probe_ms": probe} for probe in probes]
+
+    loop = {"step_s": 2.0, "call_tokens_per_s": 30_000.0, "generations": generations(72_000.0, (2.0, 2.2, 2.4))}
+    bare = {"mean_tokens_per_s": 60_000.0, "generations": generations(80_000.0, (1.0, 1.1, 1.2))}
+    table = grpo_table.render_table({"sglang": loop, "standalone-sglang": bare}, "test card")
+    assert "- sglang: the rollout's own call 30,000 tok/s (50% of its bare engine)" in table  # two host draws apart
+    assert "- sglang: at the same host speed, the rollout's own call makes 90% of its bare engine's tok/s" in table
+    assert "(one slope -1.00 of log tok/s on log probe ms over 6 generations)" in table
+    without_probes = {"sglang": {"step_s": 2.0}, "standalone-sglang": {"mean_tokens_per_s": 60_000.0}}
+    assert "same host speed" not in grpo_table.render_table(without_probes, "test card")

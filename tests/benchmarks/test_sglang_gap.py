@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from benchmarks.gpu.sglang_gap import VARIANTS, block_levels, gate_releases, rollout_options
+from benchmarks.gpu.sglang_gap import VARIANTS, block_levels, gate_releases, rollout_options, table
 
 ARGS = argparse.Namespace(churn_gib=30.0, idle_s=2.0, block=4)
 PLAIN = {
@@ -184,3 +184,17 @@ def test_gate_releases_with_tags_and_every_keeps_both_choices():
 def test_block_levels_groups_generations_by_the_releases_before_them():
     result = {"all_tokens_per_s": [55_300.0, 49_240.0, 61_000.0, 43_040.0], "release_blocks": [0, 0, 1, 2]}
     assert block_levels(result) == "55.3 49.2 | 61.0 | 43.0"
+
+
+def test_the_table_sets_each_variant_beside_bare_as_measured_and_at_the_same_host_speed():
+    def run(variant, pairs):
+        generations = [{"tokens_per_s": rate, "probe_ms": probe} for probe, rate in pairs]
+        rate = sorted(g["tokens_per_s"] for g in generations)[1]
+        return {"variant": variant, "rc": 0, "tokens_per_s": rate, "generations": generations, "wall_s": 1.0}
+
+    # the rollout makes 80 tok/s per 1/ms of probe time, bare 100, but the rollout's host ran twice as slow
+    bare = run("bare", [(p, 100 / p) for p in (1.0, 1.1, 1.2)])
+    rollout = run("rollout", [(p, 80 / p) for p in (2.0, 2.2, 2.4)])
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table([bare, rollout]).splitlines()}
+    assert rows["rollout"][3:5] == ["0.40", "0.80 (slope -1.00)"]  # (80 / 2.2) / (100 / 1.1); then matched
+    assert rows["bare"][3:5] == ["1.00", "1.00 (slope -1.00)"]
