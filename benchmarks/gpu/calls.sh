@@ -31,9 +31,10 @@
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
 #           same call (session 19: the loop's engine made 55k tok/s in the sampled table call, 67k in the unsampled
 #           TRL call; about 420 s warm)
-#   ratioctx the bare engine, then SGLang's loop for 12 steps with the monitors (--gpu-monitor): each step's
-#           generation beside its engine thread's vCPUs and neighbours, steal, SM clock and power, as gapctx does for
-#           the isolated setups (about 350 s cold)
+#   ratioctx the bare engine, then SGLang's loop for 12 steps, both with the monitors (--gpu-monitor): each
+#           generation beside its engine thread's vCPUs and neighbours, steal, SM clock and power and the host's
+#           speed (cpu_probe), as gapctx does for the isolated setups; the table then sets the loop against the bare
+#           engine at the same host speed (about 350 s cold, 220 s warm)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 #   gap     issue 14's SGLang gap, the loop's parts one at a time (benchmarks/gpu/sglang_gap.py): the bare engine, the
