@@ -7,9 +7,13 @@ thread ran at about 0.95 of a core in both and the GPU's SM use fell with the ra
 50-56% at the slow one): the GPU waited for the host. Whether the host's cores as a whole ran slower during the slow
 generations (the VM's share of its physical cores, their clocks: nothing this library sets), or only the scheduler's,
 is what this probe tells: it times the same pure-Python loop (``WORK`` iterations, about 2 ms) on each vCPU in turn
-and :func:`probe_rows` gives each generation's median. The probe takes about 2% of one vCPU.
+and :func:`probe_rows` gives each generation's median. The probe takes about 4% of one vCPU.
 
-    python -m benchmarks.gpu.cpu_probe record --out run.probe.jsonl [--interval 0.1]    (until SIGTERM)
+Session 26: it answered yes (the rate's rank correlation with the probe's time -0.70 over 96 generations), and the
+host's speed moved in phases of seconds, so a one-second generation's median of ten samples (every 0.1 s then) was a
+noisy measure of it; every 0.05 s since.
+
+    python -m benchmarks.gpu.cpu_probe record --out run.probe.jsonl [--interval 0.05]    (until SIGTERM)
 
 Each line: ``{"t": monotonic end, "ms": workload time, "cpu": vCPU}``.
 """
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record")
     rec.add_argument("--out", type=Path, required=True)
-    rec.add_argument("--interval", type=float, default=0.1)
+    rec.add_argument("--interval", type=float, default=0.05)
     rec.add_argument("--stop-after", type=float, default=None)
     args = parser.parse_args(argv)
     record(args.out, args.interval, args.stop_after)

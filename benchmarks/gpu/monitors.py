@@ -101,7 +101,7 @@ def _start_gpu_monitors(
     engine generates?), ``dmon`` (power, clocks, use) and ``top`` (the busiest processes with their command lines:
     is a CPU-bound engine scheduler sharing its cores?). Once a second costs nothing measurable, unlike the 10 ms
     memory sampler. Every 0.25 s, :mod:`benchmarks.gpu.cpu_monitor` records each thread's CPU time and the host's
-    steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it), and every 0.1 s
+    steal into ``<name>.cpu.jsonl`` (:func:`cpu_during_generation` reads it), and every 0.05 s
     :mod:`benchmarks.gpu.cpu_probe` times a fixed Python workload on the next vCPU into ``<name>.probe.jsonl`` (how
     fast the host's cores ran). Each monitor is its own process group (:func:`_stop_group`). ``tools`` picks some of
     them (default: all of them, only :data:`CPU_MONITORS` where there is no ``nvidia-smi``)."""
