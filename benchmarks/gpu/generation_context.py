@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import statistics
 import time
 from datetime import datetime
@@ -202,19 +203,13 @@ def correlations(rows: list[dict]) -> dict[str, float]:
     return found
 
 
-def host_matched_ratio(reference: list[dict], rows: list[dict]) -> dict | None:
-    """``rows``' tokens/s over ``reference``'s at the same host speed: ``log(tok/s) = a + b log(probe ms)`` with one
-    slope ``b`` for both runs and an intercept ``a`` each (least squares within each run: a covariance analysis), the
-    ratio ``exp(a_rows - a_reference)``. The generations without a probe time are left out. None where either run has
-    fewer than two generations with one or the probe time varies within neither run.
+RESAMPLES = 1000
+"""Bootstrap resamples behind :func:`host_matched_ratio`'s interval."""
 
-    Returns ``{"ratio", "slope", "generations": (reference's, rows')}``."""
-    groups = []
-    for run in (reference, rows):
-        pairs = [(math.log(r["probe_ms"]), math.log(r["tokens_per_s"])) for r in run if r.get("probe_ms")]
-        if len(pairs) < 2:
-            return None
-        groups.append(pairs)
+
+def _common_slope_fit(groups: list[list[tuple[float, float]]]) -> tuple[float, float] | None:
+    """``(exp(a_1 - a_0), b)`` of ``y = a_g + b x`` fitted to two groups of ``(x, y)`` by least squares within each;
+    None where ``x`` varies within neither."""
     centred = []
     for pairs in groups:
         mean_x = statistics.fmean(x for x, _ in pairs)
@@ -225,8 +220,45 @@ def host_matched_ratio(reference: list[dict], rows: list[dict]) -> dict | None:
         return None
     slope = sum(dx * dy for _, _, deviations in centred for dx, dy in deviations) / sxx
     (ref_x, ref_y, _), (run_x, run_y, _) = centred
-    ratio = math.exp((run_y - slope * run_x) - (ref_y - slope * ref_x))
-    return {"ratio": ratio, "slope": slope, "generations": (len(groups[0]), len(groups[1]))}
+    return math.exp((run_y - slope * run_x) - (ref_y - slope * ref_x)), slope
+
+
+def host_matched_ratio(reference: list[dict], rows: list[dict]) -> dict | None:
+    """``rows``' tokens/s over ``reference``'s at the same host speed: ``log(tok/s) = a + b log(probe ms)`` with one
+    slope ``b`` for both runs and an intercept ``a`` each (least squares within each run: a covariance analysis), the
+    ratio ``exp(a_rows - a_reference)``, and its 95% interval from :data:`RESAMPLES` bootstrap resamples of each
+    run's generations (seeded: the same rows give the same interval; None where no resample could be fitted). The
+    generations without a probe time are left out. None where either run has fewer than two generations with one or
+    the probe time varies within neither run.
+
+    Returns ``{"ratio", "slope", "interval": (low, high), "generations": (reference's, rows')}``."""
+    groups = []
+    for run in (reference, rows):
+        pairs = [(math.log(r["probe_ms"]), math.log(r["tokens_per_s"])) for r in run if r.get("probe_ms")]
+        if len(pairs) < 2:
+            return None
+        groups.append(pairs)
+    fitted = _common_slope_fit(groups)
+    if fitted is None:
+        return None
+    rng = random.Random(0)
+    resampled = sorted(
+        fit[0]
+        for _ in range(RESAMPLES)
+        if (fit := _common_slope_fit([rng.choices(pairs, k=len(pairs)) for pairs in groups])) is not None
+    )
+    tail = int(0.025 * len(resampled))
+    interval = (resampled[tail], resampled[-tail - 1]) if resampled else None
+    return {"ratio": fitted[0], "slope": fitted[1], "interval": interval, "generations": tuple(map(len, groups))}
+
+
+def describe_matched(matched: dict | None, percent: bool = False) -> str:
+    """``host_matched_ratio``'s result in a table cell: ``0.86 (95% 0.78-0.95, slope -0.30)``; ``-`` for None."""
+    if matched is None:
+        return "-"
+    shown = (lambda value: f"{value:.0%}") if percent else (lambda value: f"{value:.2f}")
+    interval = f"95% {shown(matched['interval'][0])}-{shown(matched['interval'][1])}, " if matched["interval"] else ""
+    return f"{shown(matched['ratio'])} ({interval}slope {matched['slope']:.2f})"
 
 
 def print_rows(name: str, rows: list[dict]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.gpu.generation_context import host_matched_ratio
+from benchmarks.gpu.generation_context import describe_matched, host_matched_ratio
 
 PROMPTS, SAMPLES, RESPONSE_LENGTH, MAX_PROMPT_LENGTH = 32, 8, 256, 256
 VERL_ENGINES = ("vllm", "sglang", "hf")
@@ -151,9 +151,9 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         matched = host_matched_ratio(_bare(summaries, name).get("generations") or [], s.get("generations") or [])
         if matched:
             lines.append(
-                f"- {name}: at the same host speed, the rollout's own call makes {matched['ratio']:.0%} of its bare"
-                f" engine's tok/s (one slope {matched['slope']:.2f} of log tok/s on log probe ms over"
-                f" {sum(matched['generations'])} generations)"
+                f"- {name}: at the same host speed, the rollout's own call makes {describe_matched(matched, True)} of"
+                f" its bare engine's tok/s (one slope of log tok/s on log probe ms, {sum(matched['generations'])}"
+                " generations)"
             )
     if "trl" in summaries:
         s = summaries["trl"]

@@ -73,7 +73,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.gpu.generation_context import host_matched_ratio, per_generation, print_rows
+from benchmarks.gpu.generation_context import describe_matched, host_matched_ratio, per_generation, print_rows
 from benchmarks.gpu.monitors import _start_gpu_monitors, _stop_group
 
 VARIANTS = (
@@ -408,7 +408,7 @@ def table(results: list[dict]) -> str:
         rate = r.get("tokens_per_s")
         ratio = f"{rate / base:.2f}" if rate and base else "-"
         matched = host_matched_ratio(bare.get("generations") or [], r.get("generations") or [])
-        same_host = f"{matched['ratio']:.2f} (slope {matched['slope']:.2f})" if matched else "-"
+        same_host = describe_matched(matched)
         cells = [r.get("tokens_per_s"), r.get("engine_tokens_per_s"), r.get("scheduler_decode_tokens_per_s")]
         shown = [f"{c:,.0f}" if c else "-" for c in cells]
         sync = f"{r['sync_seconds']:.3f}" if r.get("sync_seconds") else "-"

@@ -146,6 +146,7 @@ def test_host_matched_ratio_compares_two_runs_at_the_same_probe_time():
     assert found["ratio"] == pytest.approx(0.8)  # the medians' ratio: (80 / 2.2) / (100 / 1.1) = 0.4
     assert found["slope"] == pytest.approx(-1.0)
     assert found["generations"] == (3, 3)
+    assert found["interval"] == pytest.approx((0.8, 0.8))  # exact points: every resample fits the same ratio
 
 
 def test_host_matched_ratio_fits_one_slope_for_both_runs():
@@ -156,6 +157,22 @@ def test_host_matched_ratio_fits_one_slope_for_both_runs():
     found = host_matched_ratio(reference, rows)
     assert found["slope"] == pytest.approx(-1.5)
     assert found["ratio"] == pytest.approx(math.exp(0.5))
+
+
+def test_host_matched_ratios_interval_covers_the_ratio_and_narrows_with_less_noise():
+    noise = (0.9, 1.1, 1.05, 0.95, 1.0, 0.92, 1.08, 1.02)  # multiplies each rate: the same pattern in both runs
+    probes = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 1.3, 1.7)
+
+    def runs(spread: float):
+        reference = _rows([(p, 100 / p * (1 + spread * (n - 1))) for p, n in zip(probes, noise)])
+        rows = _rows([(p, 80 / p * (1 + spread * (n - 1))) for p, n in zip(probes, reversed(noise))])
+        return host_matched_ratio(reference, rows)
+
+    noisy, quiet = runs(1.0), runs(0.1)
+    assert noisy["interval"][0] < noisy["ratio"] < noisy["interval"][1]
+    assert quiet["interval"][0] <= quiet["ratio"] <= quiet["interval"][1]
+    assert quiet["interval"][1] - quiet["interval"][0] < (noisy["interval"][1] - noisy["interval"][0]) / 5
+    assert runs(1.0) == noisy  # seeded
 
 
 def test_host_matched_ratio_needs_probe_times_that_vary():

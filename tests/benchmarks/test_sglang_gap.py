@@ -196,5 +196,6 @@ def test_the_table_sets_each_variant_beside_bare_as_measured_and_at_the_same_hos
     bare = run("bare", [(p, 100 / p) for p in (1.0, 1.1, 1.2)])
     rollout = run("rollout", [(p, 80 / p) for p in (2.0, 2.2, 2.4)])
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table([bare, rollout]).splitlines()}
-    assert rows["rollout"][3:5] == ["0.40", "0.80 (slope -1.00)"]  # (80 / 2.2) / (100 / 1.1); then matched
-    assert rows["bare"][3:5] == ["1.00", "1.00 (slope -1.00)"]
+    # (80 / 2.2) / (100 / 1.1); then matched, exact points leaving no room for an interval
+    assert rows["rollout"][3:5] == ["0.40", "0.80 (95% 0.80-0.80, slope -1.00)"]
+    assert rows["bare"][3:5] == ["1.00", "1.00 (95% 1.00-1.00, slope -1.00)"]
