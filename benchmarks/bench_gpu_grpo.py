@@ -83,6 +83,7 @@ from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES a
     _start_gpu_monitors,
     _stop_group,
     cpu_during_generation,
+    watched_device,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -292,7 +293,8 @@ def run_verl(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    monitors = _start_gpu_monitors(out, name, _device(gpu)) if getattr(args, "gpu_monitor", False) else []  # not vlm's
+    watched = getattr(args, "gpu_monitor", False)  # vlm_grpo's args have no --gpu-monitor
+    monitors = _start_gpu_monitors(out, name, watched_device(gpu)) if watched else []
     try:
         rc = _run_command(
             name,
@@ -325,11 +327,6 @@ def run_verl(
     if rc != 0:
         records.append({"run": name, "error": f"exit status {rc}; see {name}.log in logs.tar.gz"})
     return records
-
-
-def _device(gpu: str | None) -> str:
-    """The card ``nvidia-smi`` watches for a run: its lane's GPU, else the first visible one."""
-    return gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
 
 
 def _pinning(variant: str | None):
@@ -424,7 +421,7 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     elif name.startswith("standalone-"):
         engine = split_run(name)[0].split("-", 1)[1]
         extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--repeats", "5"]
-        monitors = _start_gpu_monitors(out, name, _device(gpu)) if args.gpu_monitor else []
+        monitors = _start_gpu_monitors(out, name, watched_device(gpu)) if args.gpu_monitor else []
         try:
             records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
         finally:

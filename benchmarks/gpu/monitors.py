@@ -16,6 +16,12 @@ PHASES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_criti
 """``timing_s/*`` phases in the order ``RayPPOTrainer.train_step`` runs them."""
 
 
+def watched_device(gpu: str | None = None) -> str:
+    """The card a run's monitors watch: its lane's GPU, else the first of ``CUDA_VISIBLE_DEVICES`` (the host's
+    numbering, as NVML and ``nvidia-smi`` use), else 0."""
+    return gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+
+
 class MemorySampler:
     """Device memory in use (NVML, bytes), sampled every ``interval`` s on a thread: ``samples`` of (time, used).
 
@@ -29,7 +35,7 @@ class MemorySampler:
 
         pynvml.nvmlInit()
         self._nvml = pynvml
-        first = device if device is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+        first = watched_device(device)
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []

@@ -74,7 +74,7 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu.generation_context import describe_matched, host_matched_ratio, per_generation, print_rows
-from benchmarks.gpu.monitors import _start_gpu_monitors, _stop_group
+from benchmarks.gpu.monitors import _start_gpu_monitors, _stop_group, watched_device
 
 VARIANTS = (
     "bare",
@@ -354,8 +354,7 @@ def launch(args, variant: str, out: Path) -> dict:
         command += ["--churn-gib", str(args.churn_gib), "--idle-s", str(args.idle_s), "--block", str(args.block)]
     log = out / f"{variant}.log"
     begin = time.perf_counter()
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    monitors = _start_gpu_monitors(out, variant, device) if args.monitor else []
+    monitors = _start_gpu_monitors(out, variant, watched_device()) if args.monitor else []
     try:
         with open(log, "w") as sink:
             try:
