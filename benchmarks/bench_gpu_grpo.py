@@ -420,7 +420,8 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
         summary.update(next((r for r in records if "generations" in r and "step" not in r), {}))
     elif name.startswith("standalone-"):
         engine = split_run(name)[0].split("-", 1)[1]
-        extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--repeats", "5"]
+        extra = ["--engine", engine, "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+        extra += ["--repeats", str(args.standalone_repeats)]
         monitors = _start_gpu_monitors(out, name, watched_device(gpu)) if args.gpu_monitor else []
         try:
             records = run_json_lines(args, name, "benchmarks.gpu.standalone_engine", extra, engine, out, gpu)
@@ -477,6 +478,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="HF model folder (default: the converted SmolLM2)")
     parser.add_argument("--runs", default=",".join(ALL_RUNS), help=f"comma-separated subset of {ALL_RUNS}")
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument(
+        "--standalone-repeats",
+        type=int,
+        default=5,
+        help="timed generations of each bare engine (more make its rate at the same host speed firmer)",
+    )
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument(

@@ -32,7 +32,7 @@
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
 #           same call (session 19: the loop's engine made 55k tok/s in the sampled table call, 67k in the unsampled
 #           TRL call; about 420 s warm)
-#   ratioctx the bare engine, then SGLang's loop for 12 steps, both with the monitors (--gpu-monitor): each
+#   ratioctx the bare engine (12 generations), then SGLang's loop for 12 steps, both with the monitors: each
 #           generation beside its engine thread's vCPUs and neighbours, steal, SM clock and power and the host's
 #           speed (cpu_probe), as gapctx does for the isolated setups; the table then sets the loop against the bare
 #           engine at the same host speed (about 350 s cold, 220 s warm)
@@ -124,8 +124,8 @@ for preset in "$@"; do
       --budget 220 --timeout 120 --out "$OUT" ;;
     ratio) grpo ratio 580 --memory-sample-ms 0 --timeout 200 --variant again= \
       --runs standalone-sglang,sglang,standalone-sglang@again,trl ;;
-    ratioctx) grpo ratioctx 580 --memory-sample-ms 0 --timeout 240 --steps 12 --gpu-monitor \
-      --runs standalone-sglang,sglang ;;
+    ratioctx) grpo ratioctx 580 --memory-sample-ms 0 --timeout 240 --steps 12 --standalone-repeats 12 \
+      --gpu-monitor --runs standalone-sglang,sglang ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;

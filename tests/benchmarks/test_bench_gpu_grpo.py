@@ -130,6 +130,7 @@ def test_a_bare_engine_run_with_the_monitors_gets_each_generations_host_speed(tm
     probe = out / "standalone-vllm.probe.jsonl"
 
     def bare_engine(args, name, module, extra, engine, out_dir, gpu):  # two timed generations of 0.5 s each
+        assert extra[extra.index("--repeats") + 1] == "2"  # --standalone-repeats
         deadline = time.monotonic() + 30
         while (not probe.exists() or not probe.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)  # the probe's process is up and timing
@@ -143,7 +144,7 @@ def test_a_bare_engine_run_with_the_monitors_gets_each_generations_host_speed(tm
     monkeypatch.setattr(bench_gpu_grpo, "run_json_lines", bare_engine)
     monkeypatch.setattr(bench_gpu_grpo, "sweep", list)  # the suite's own Ray and engines are not leftovers
     args = _args(tmp_path)
-    args.gpu_monitor, args.gpu_memory_utilization = True, 0.3
+    args.gpu_monitor, args.gpu_memory_utilization, args.standalone_repeats = True, 0.3, 2
     _, summary = bench_gpu_grpo.run_one(args, "standalone-vllm", out, None, None)
     generations = summary["generations"]
     assert [row["tokens_per_s"] for row in generations] == [100.0, 200.0]
