@@ -256,9 +256,10 @@ def describe_matched(matched: dict | None, percent: bool = False) -> str:
     """``host_matched_ratio``'s result in a table cell: ``0.86 (95% 0.78-0.95, slope -0.30)``; ``-`` for None."""
     if matched is None:
         return "-"
-    shown = (lambda value: f"{value:.0%}") if percent else (lambda value: f"{value:.2f}")
-    interval = f"95% {shown(matched['interval'][0])}-{shown(matched['interval'][1])}, " if matched["interval"] else ""
-    return f"{shown(matched['ratio'])} ({interval}slope {matched['slope']:.2f})"
+    shown = "{:.0%}" if percent else "{:.2f}"
+    interval = matched["interval"]
+    spread = f"95% {shown.format(interval[0])}-{shown.format(interval[1])}, " if interval else ""
+    return f"{shown.format(matched['ratio'])} ({spread}slope {matched['slope']:.2f})"
 
 
 def print_rows(name: str, rows: list[dict]) -> None:

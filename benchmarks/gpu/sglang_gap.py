@@ -415,7 +415,7 @@ def table(results: list[dict]) -> str:
             f"| {r['variant']} | {r['rc']} | {shown[0]} | {ratio} | {same_host} | {shown[1]} | {shown[2]} | {sync} "
             f"| {r['wall_s']} |"
         )
-    return "\n" + "\n".join(lines)
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(json.dumps(result), flush=True)
         results.append(result)
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    print(table(results))
+    print("\n" + table(results))
     return results
 
 
