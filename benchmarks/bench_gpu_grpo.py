@@ -471,7 +471,9 @@ def prepare_model(args) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str | None, list[str]], list[str]]:
+    """The arguments, the lanes (GPU or None -> run names) and all runs in order; ``args.variants`` maps each
+    ``--variant`` name to its entries. Exits naming the argument when a run, lane or variant is unknown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "bench_gpu_out"))
     parser.add_argument("--data", default=".carry_gpu14/data", help="folder with train.parquet and test.parquet")
@@ -517,14 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site-common", default="/tmp/site-common")
     parser.add_argument("--site-model", default="/tmp/site-model")
     parser.add_argument("--cache-dir", default="/tmp/verl_cache")
-    import torch
-
-    if not torch.cuda.is_available():  # before parsing: `make bench` calls every benchmark's main() on CPU
-        print("bench_gpu_grpo: no CUDA device, skipped (run it on a GPU machine; see benchmarks/results/NOTES_gpu.md)")
-        return 0
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     try:
         lanes = parse_lanes(args.lanes) if args.lanes else {None: [r for r in args.runs.split(",") if r]}
     except ValueError as error:
@@ -541,6 +536,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (engines may take @VARIANT)")
     if len(set(runs)) != len(runs):
         parser.error(f"a run is named twice in {runs}: each run's files are named after it")
+    return args, lanes, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    if not torch.cuda.is_available():  # before parsing: `make bench` calls every benchmark's main() on CPU
+        print("bench_gpu_grpo: no CUDA device, skipped (run it on a GPU machine; see benchmarks/results/NOTES_gpu.md)")
+        return 0
+    args, lanes, runs = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     args.model = args.model or prepare_model(args)
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)

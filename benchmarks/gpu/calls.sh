@@ -75,9 +75,12 @@
 #           `cat .carry/caches/caches.tgz.part* | tar -xzf - -C /` (session 23: a cold first engine spent 63 s
 #           compiling for its first prefill CUDA graph; session 22: engine start 95 s cold, 35 s warm)
 #   tp      issue 14's tensor-parallel test on 2 GPUs (nvidia-h200-x2 or -h100-x2): TP=2 greedy equals TP=1 greedy,
-#           vLLM then SGLang, each engine from its own site (about 2 x 250 s; never completed on a GPU yet)
+#           vLLM then SGLang, each engine from its own site (about 2 x 250 s; both passed on H200 x2 in session 27)
 #   tpfirst, tpsecond  `tp`'s first engine (vLLM) or its second (SGLang) alone: one call each when the install and
 #           both engines would not fit in one call
+#   loop2   the loop on 2 GPUs (nvidia-h200-x2 or -h100-x2): the FSDP2 actor over both, SGLang data parallel (one
+#           engine a GPU, dp2), SGLang and vLLM at TP=2 across the two workers (tp2); the CPU suite runs vLLM's TP=2
+#           loop in tests/trainer/test_main_ppo.py, this is its first GPU run (about 500 s on a fresh machine)
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -89,6 +92,7 @@ echo "== machine: kernel $(uname -r), $(nproc) vCPUs, $(nvidia-smi --query-gpu=n
 grpo() {  # grpo NAME LIMIT ARGS...: one bench_gpu_grpo item, its files brought back under NAME
   local name=$1 limit=$2
   shift 2
+  rm -rf "/tmp/$name"  # the benchmark appends to its results.jsonl: a preset run twice on one machine starts clean
   item "$name" "$limit" python3 -m benchmarks.bench_gpu_grpo --out "/tmp/$name" --data .carry/data "$@"
   cp "/tmp/$name/results.jsonl" "$OUT/${name}_results.jsonl" 2>/dev/null
   cp "/tmp/$name/table.md" "$OUT/${name}_table.md" 2>/dev/null
@@ -152,6 +156,9 @@ for preset in "$@"; do
       keep /tmp/hostspeed hostspeed ;;
     rootloop) grpo rootloop 330 --memory-sample-ms 0 --timeout 150 --runs sglang,sglang@rootonly \
       --variant rootonly=actor_rollout_ref.actor.fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[] ;;
+    loop2) grpo loop2 580 --memory-sample-ms 0 --timeout 190 --runs sglang@dp2,sglang@tp2,vllm@tp2 \
+      --variant dp2=trainer.n_gpus_per_node=2 \
+      --variant tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2 ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

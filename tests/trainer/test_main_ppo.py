@@ -1,6 +1,6 @@
-"""End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO (vLLM rollout) and 2-step PPO with a
-critic on its own resource pool and a reward model combined with the rule reward (HF rollout) on a tiny model, and a
-bad config that fails in seconds without starting Ray."""
+"""End to end through ``python -m verl.trainer.main_ppo``: 2-step GRPO (vLLM rollout, at TP=1 and at TP=2 over two
+workers) and 2-step PPO with a critic on its own resource pool and a reward model combined with the rule reward (HF
+rollout) on a tiny model, and a bad config that fails in seconds without starting Ray."""
 
 from __future__ import annotations
 
@@ -139,6 +139,31 @@ def test_grpo_two_steps_vllm_rollout(tmp_path, shared_ray):
         assert min(parts) >= 0.0 and parts[2] > 0.0
         assert sum(parts) <= data["timing_s/update_weights"]
     assert second["rollout/gc_pause_s"] >= second["rollout/gc_full_pause_s"] >= 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed")
+def test_grpo_vllm_rollout_tensor_parallel_over_two_workers(tmp_path, shared_ray):
+    """Two workers, the FSDP2 actor sharded over both and one vLLM engine at TP=2 across them: after each step's
+    weight sync the engine's log-probs of its own samples equal the actor's recomputation (float32 both), so every
+    rank's shard of the synced weights landed where TP=2 reads it (measured: 5e-7 mean |log ratio|; with rank 1's
+    shard left at the first step's weights, 1.3e-2)."""
+    reward_file = tmp_path / "spread_reward.py"
+    reward_file.write_text(SPREAD_REWARD)
+    overrides = tiny_overrides(tiny_model_path("llama", hidden_size=128), tmp_path, rollout="vllm") + [
+        f"custom_reward_function.path={reward_file}",
+        "trainer.n_gpus_per_node=2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",  # 4 query / 2 KV heads: both split over 2 ranks
+        "actor_rollout_ref.rollout.calculate_log_probs=True",
+    ]
+    proc, records = run_main_ppo(overrides, tmp_path, extra_env=shared_ray.env())
+    assert proc.returncode == 0, describe(proc)
+    assert "tensor_parallel_size=2" in proc.stdout + proc.stderr  # vLLM's engine config line
+    for record in records[1:]:
+        data = record["data"]
+        assert data["actor/grad_norm"] > 0  # the policy moves, so step 2's sync carries new weights
+        assert data["rollout_corr/mean_abs_log_ratio"] < 1e-5, data["rollout_corr/mean_abs_log_ratio"]
+        assert data["response_length/mean"] > 0
 
 
 REWARD_MODEL_KEYS = {"reward/model/mean", "reward/model/min", "reward/model/max", "reward/rule/mean"}

@@ -1,0 +1,69 @@
+"""``benchmarks/gpu/calls.sh``'s GRPO presets parse: every run and variant a preset names is known to
+``bench_gpu_grpo``, and every verl run's overrides make a valid ``main_ppo`` config (checked where the engine is
+installed). A preset's typo would otherwise first show on the GPU machine, after its install."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks import bench_gpu_grpo
+from tests.support.models import tiny_model_path
+from verl.trainer.config.loader import compose_config
+from verl.trainer.main_ppo import prepare_config
+
+CALLS = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "calls.sh"
+
+
+def grpo_presets() -> dict[str, list[str]]:
+    """Preset name -> the arguments its ``grpo NAME LIMIT ARGS...`` line passes to the benchmark."""
+    text = CALLS.read_text().replace("\\\n", " ")
+    presets = {}
+    for match in re.finditer(r"^\s*([\w|]+)\) grpo (\S+) \d+ (.*?) ;;", text, re.MULTILINE):
+        presets[match.group(1)] = shlex.split(match.group(3))
+    return presets
+
+
+def test_the_presets_are_found():
+    presets = grpo_presets()
+    assert {"warm", "table", "ratioctx", "trl", "loop2"} <= presets.keys()
+    assert presets["loop2"][-4:] == [
+        "--variant",
+        "dp2=trainer.n_gpus_per_node=2",
+        "--variant",
+        "tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+    ]
+
+
+@pytest.mark.parametrize("preset", sorted(grpo_presets()))
+def test_a_grpo_preset_parses_and_its_runs_make_valid_configs(preset, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    row = {
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "user", "content": "What is 2 plus 3?"}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "5"},
+        "extra_info": {"split": "train", "index": 0},
+    }
+    for split in ("train", "test"):
+        pd.DataFrame([row]).to_parquet(data / f"{split}.parquet")
+    args, _, runs = bench_gpu_grpo.parse_args(["--out", str(tmp_path), "--data", str(data), *grpo_presets()[preset]])
+    args.model = tiny_model_path("llama", hidden_size=128)
+    for name in runs:
+        engine, variant = bench_gpu_grpo.split_run(name)
+        if engine not in ("vllm", "sglang", "hf"):  # bare engines and TRL take no main_ppo config
+            continue
+        overrides = [o for o in bench_gpu_grpo.workload_overrides(args, engine, variant) if o != "trainer.device=cuda"]
+        config = compose_config(overrides)  # unknown or misspelled keys fail here
+        if importlib.util.find_spec(engine if engine != "hf" else "transformers") is not None:
+            config = prepare_config(config)  # the checks main_ppo runs before Ray starts
+        for override in overrides:
+            key, _, value = override.partition("=")
+            if key == "trainer.n_gpus_per_node":
+                assert config.trainer.n_gpus_per_node == int(value), name
