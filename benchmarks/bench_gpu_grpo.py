@@ -85,6 +85,7 @@ from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES a
     cpu_during_generation,
     watched_device,
 )
+from benchmarks.gpu.random_model import folder_name, parse_fields
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
@@ -462,13 +463,21 @@ def _card() -> str:
 
 
 def prepare_model(args) -> str:
-    """The SmolLM2 folder (converted from the staged GGUF once, into ``--cache-dir``)."""
+    """``--model``, else SmolLM2 converted from the staged GGUF once (into ``--cache-dir``); with ``--random-model``,
+    a random-weight model derived from it (:mod:`benchmarks.gpu.random_model`, written once)."""
     env = dict(os.environ, PYTHONPATH=_site_path(args, None), VERL_CACHE_DIR=args.cache_dir)
-    code = "from verl.utils.default_model import default_model_path; print(default_model_path())"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise RuntimeError(f"model conversion failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
+
+    def step(*argv: str) -> str:  # a subprocess: the site paths hold transformers, this process may not
+        result = subprocess.run([sys.executable, *argv], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise RuntimeError(f"model preparation failed ({argv[1]}):\n{result.stderr[-3000:]}")
+        return result.stdout.strip().splitlines()[-1]
+
+    model = args.model or step("-c", "from verl.utils.default_model import default_model_path as p; print(p())")
+    if args.random_model:
+        target = Path(args.cache_dir) / "models" / folder_name(model, args.random_fields)
+        model = step("-m", "benchmarks.gpu.random_model", model, str(target), *args.random_model)
+    return model
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str | None, list[str]], list[str]]:
@@ -478,6 +487,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     parser.add_argument("--out", default=os.environ.get("OUT", "bench_gpu_out"))
     parser.add_argument("--data", default=".carry_gpu14/data", help="folder with train.parquet and test.parquet")
     parser.add_argument("--model", default=None, help="HF model folder (default: the converted SmolLM2)")
+    parser.add_argument(
+        "--random-model",
+        type=lambda text: [entry for entry in text.split(",") if entry],
+        help="KEY=VALUE,...: a random-weight model with these config fields replaced instead (SmolLM2's 9 heads do "
+        "not split at TP=2: hidden_size=512,num_attention_heads=8,num_key_value_heads=2 do)",
+    )
     parser.add_argument("--runs", default=",".join(ALL_RUNS), help=f"comma-separated subset of {ALL_RUNS}")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument(
@@ -525,6 +540,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     except ValueError as error:
         parser.error(str(error))
     runs = [name for lane in lanes.values() for name in lane]
+    try:
+        args.random_fields = parse_fields(args.random_model or [])
+    except ValueError as error:
+        parser.error(f"--random-model: {error}")
     args.variants = {}
     for spec in args.variant:
         name, _, overrides = spec.partition("=")
@@ -549,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    args.model = args.model or prepare_model(args)
+    args.model = prepare_model(args)
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
     summaries: dict[str, dict] = {}
     results_path = out / "results.jsonl"

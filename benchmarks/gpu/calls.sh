@@ -78,9 +78,11 @@
 #           vLLM then SGLang, each engine from its own site (about 2 x 250 s; both passed on H200 x2 in session 27)
 #   tpfirst, tpsecond  `tp`'s first engine (vLLM) or its second (SGLang) alone: one call each when the install and
 #           both engines would not fit in one call
-#   loop2   the loop on 2 GPUs (nvidia-h200-x2 or -h100-x2): the FSDP2 actor over both, SGLang data parallel (one
-#           engine a GPU, dp2), SGLang and vLLM at TP=2 across the two workers (tp2); the CPU suite runs vLLM's TP=2
-#           loop in tests/trainer/test_main_ppo.py, this is its first GPU run (about 500 s on a fresh machine)
+#   loop2   the loop on 2 GPUs (nvidia-h200-x2 or -h100-x2): the FSDP2 actor over both, SGLang and vLLM at TP=2
+#           across the two workers (tp2), on a random-weight model with SmolLM2's shape but 8 / 2 heads (its 9 / 3 do
+#           not split in two: session 28's first try failed there); the CPU suite runs vLLM's TP=2 loop in
+#           tests/trainer/test_main_ppo.py. Each response of a random model runs to 256 tokens
+#   loop2dp the same model on one GPU, then data parallel on both (one engine a GPU, dp2): the loop's scaling
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -88,6 +90,9 @@ source benchmarks/gpu/call_env.sh
 [ "$#" -ge 1 ] || { echo "usage: calls.sh PRESET [PRESET ...]" >&2; exit 2; }
 # the platform in the record: kernel 4.4.0 is gVisor (the one-GPU kinds), 6.x Firecracker (the multi-GPU kinds)
 echo "== machine: kernel $(uname -r), $(nproc) vCPUs, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+
+# SmolLM2's depth, width of MLP and vocabulary with 8 query / 2 KV heads (hidden 512): its 9 / 3 do not split at TP=2
+EVEN_HEADS=hidden_size=512,num_attention_heads=8,num_key_value_heads=2
 
 grpo() {  # grpo NAME LIMIT ARGS...: one bench_gpu_grpo item, its files brought back under NAME
   local name=$1 limit=$2
@@ -156,9 +161,10 @@ for preset in "$@"; do
       keep /tmp/hostspeed hostspeed ;;
     rootloop) grpo rootloop 330 --memory-sample-ms 0 --timeout 150 --runs sglang,sglang@rootonly \
       --variant rootonly=actor_rollout_ref.actor.fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[] ;;
-    loop2) grpo loop2 580 --memory-sample-ms 0 --timeout 190 --runs sglang@dp2,sglang@tp2,vllm@tp2 \
-      --variant dp2=trainer.n_gpus_per_node=2 \
+    loop2) grpo loop2 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs sglang@tp2,vllm@tp2 \
       --variant tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2 ;;
+    loop2dp) grpo loop2dp 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs sglang,sglang@dp2 \
+      --variant dp2=trainer.n_gpus_per_node=2 ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

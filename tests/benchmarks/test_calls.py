@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_gpu_grpo
-from tests.support.models import tiny_model_path
+from tests.support.models import with_heads
 from verl.trainer.config.loader import compose_config
 from verl.trainer.main_ppo import prepare_config
 
@@ -22,6 +22,8 @@ CALLS = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "calls.sh"
 def grpo_presets() -> dict[str, list[str]]:
     """Preset name -> the arguments its ``grpo NAME LIMIT ARGS...`` line passes to the benchmark."""
     text = CALLS.read_text().replace("\\\n", " ")
+    for name, value in re.findall(r"^([A-Z_]+)=(\S+)$", text, re.MULTILINE):  # the script's constants, expanded
+        text = text.replace(f'"${name}"', value)
     presets = {}
     for match in re.finditer(r"^\s*([\w|]+)\) grpo (\S+) \d+ (.*?) ;;", text, re.MULTILINE):
         presets[match.group(1)] = shlex.split(match.group(3))
@@ -30,10 +32,8 @@ def grpo_presets() -> dict[str, list[str]]:
 
 def test_the_presets_are_found():
     presets = grpo_presets()
-    assert {"warm", "table", "ratioctx", "trl", "loop2"} <= presets.keys()
-    assert presets["loop2"][-4:] == [
-        "--variant",
-        "dp2=trainer.n_gpus_per_node=2",
+    assert {"warm", "table", "ratioctx", "trl", "loop2", "loop2dp"} <= presets.keys()
+    assert presets["loop2"][-2:] == [
         "--variant",
         "tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2",
     ]
@@ -44,7 +44,9 @@ def test_a_grpo_preset_parses_and_its_runs_make_valid_configs(preset, tmp_path):
     # the built-in arithmetic data stands in for the GSM8K parquet the device call carries (a later override wins)
     data = ["--override", "data.train_files=arithmetic", "--override", "data.val_files=arithmetic"]
     args, _, runs = bench_gpu_grpo.parse_args(["--out", str(tmp_path), *data, *grpo_presets()[preset]])
-    args.model = tiny_model_path("llama", hidden_size=128)
+    # the heads the run's model declares: SmolLM2's 9 / 3, or those --random-model sets (the TP check reads them)
+    fields = {"num_attention_heads": 9, "num_key_value_heads": 3, **args.random_fields}
+    args.model = with_heads(tmp_path / "model", fields["num_attention_heads"], fields["num_key_value_heads"])
     for name in runs:
         engine, variant = bench_gpu_grpo.split_run(name)
         if engine not in bench_gpu_grpo.VERL_ENGINES:  # bare engines and TRL take no main_ppo config

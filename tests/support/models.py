@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -85,3 +86,13 @@ def tp_padded_model_path(src: str, tp: int) -> str:
     except OSError:  # another process finished the same model first
         shutil.rmtree(tmp, ignore_errors=True)
     return str(target)
+
+
+def with_heads(folder: Path, heads: int, kv_heads: int) -> str:
+    """A copy of the tiny model at ``folder`` whose ``config.json`` declares ``heads`` query and ``kv_heads`` KV
+    heads: for startup checks, which read only that file (the weights keep the tiny model's 4 / 2)."""
+    shutil.copytree(tiny_model_path(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(num_attention_heads=heads, num_key_value_heads=kv_heads)
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)

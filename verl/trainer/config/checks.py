@@ -20,7 +20,7 @@ from verl.trainer.config.extend import RECIPE_OWNED_ATTR
 from verl.trainer.config.megatron_checks import data_parallel_size, megatron_errors, model_parallel_size
 from verl.trainer.config.reward_checks import reward_model_errors
 from verl.trainer.config.root import PPOConfig
-from verl.trainer.config.sequence_parallel import sequence_parallel_errors
+from verl.trainer.config.sequence_parallel import model_heads, sequence_parallel_errors
 from verl.trainer.ppo.utils import estimator_inputs, estimator_needs_groups
 from verl.workers.config.actor import KL_LOSS_TYPES
 from verl.workers.config.base import resolve_registry
@@ -265,6 +265,21 @@ def _data_errors(cfg: PPOConfig) -> list[str]:
     return errors
 
 
+def _rollout_head_errors(cfg: PPOConfig) -> list[str]:
+    """The rollout engine splits attention heads over its tensor-parallel ranks as Ulysses does over its group
+    (vLLM and SGLang: query heads divided, KV heads divided or replicated); checked from the model's ``config.json``
+    when it is on disk, before any engine starts."""
+    tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
+    path = cfg.actor_rollout_ref.model.path
+    heads = model_heads(path) if tp > 1 else None
+    if heads is None:
+        return []
+    from verl.utils.ulysses import head_split_error  # lazy: verl.utils.ulysses imports torch
+
+    error = head_split_error(*heads, tp, key="actor_rollout_ref.rollout.tensor_model_parallel_size")
+    return [f"{error} (model {path})"] if error else []
+
+
 def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
     errors = []
     trainer, rollout = cfg.trainer, cfg.actor_rollout_ref.rollout
@@ -275,6 +290,7 @@ def _trainer_errors(cfg: PPOConfig, world: int) -> list[str]:
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_model_parallel_size} must divide "
             f"trainer.n_gpus_per_node * trainer.nnodes = {world}"
         )
+    errors += _rollout_head_errors(cfg)
     for key, role in (("actor_rollout_ref.actor", cfg.actor_rollout_ref.actor), ("critic", cfg.critic)):
         for part in ("save_contents", "load_contents"):
             contents = getattr(role.checkpoint, part) or []
