@@ -175,3 +175,20 @@ def test_bad_prompts_fail_before_the_engine_and_it_keeps_working(engine):
         assert odd.batch["attention_mask"][0].sum() > 1
         output = rollout.generate_sequences(odd)
     assert output.batch["responses"][1].tolist() == hf_greedy_reference(model, tokenizer, ["Hello there"], 8)[0]
+
+
+@pytest.mark.parametrize("tp, visible, disabled", [(2, 1, True), (2, 2, False), (1, 1, False)])
+def test_custom_all_reduce_is_off_when_the_worker_cannot_see_its_tensor_parallel_peers(
+    monkeypatch, tp, visible, disabled
+):
+    # On GPUs each Ray worker sees its own device only; vLLM 0.26's custom all-reduce looked rank 1 up in that
+    # one-entry list and failed ("list index out of range", session 28's TP=2 loop on two H200s)
+    from verl.workers.rollout.vllm_rollout import engine_args
+
+    monkeypatch.setattr(engine_args, "is_cpu_platform", lambda: False)
+    monkeypatch.setattr(engine_args, "sleep_mode_supported", lambda: False)
+    monkeypatch.setattr(engine_args, "visible_gpus", lambda: visible)
+    config = rollout_config("vllm", tensor_model_parallel_size=tp)
+    kwargs = engine_args.build_llm_kwargs(config, vllm_tiny_path(), None, trust_remote_code=False)
+    assert kwargs.get("disable_custom_all_reduce", False) is disabled
+    assert set(kwargs) <= engine_args.engine_arg_names()  # a name this vLLM takes

@@ -60,18 +60,28 @@ def _model_path(model_config: ModelSourceConfig) -> str:
     return model_config.local_path
 
 
+def _launch_keys(environ) -> set[str]:
+    return {key for key in environ if key.startswith("NCCL_") or key == "CUDA_VISIBLE_DEVICES"}
+
+
 @contextlib.contextmanager
-def _visible_devices(devices: str):
-    """Set ``CUDA_VISIBLE_DEVICES`` for the subprocesses started inside the block (this process keeps its GPU)."""
-    previous = os.environ.get("CUDA_VISIBLE_DEVICES")
+def _launch_env(devices: str):
+    """Set ``CUDA_VISIBLE_DEVICES`` for the engine's subprocesses started inside the block (this process keeps its
+    GPU); afterwards put it back, and every ``NCCL_*`` variable too.
+
+    SGLang's ``Engine`` sets ``NCCL_CUMEM_ENABLE=0``, ``NCCL_NVLS_ENABLE`` and ``NCCL_GRAPH_MIXING_SUPPORT`` in the
+    process that builds it (its schedulers inherit them). With TP=2 only the group's first rank builds one, and the
+    actor's NCCL group then joined a rank with cuMem off to one with it on: its first all-gather (the weight sync)
+    failed with "Cuda failure 'invalid argument'" (session 28, 2 H200s; data parallel passed, every rank built an
+    engine). Only the schedulers need SGLang's settings; every actor rank keeps the one it started with."""
+    saved = {key: os.environ[key] for key in _launch_keys(os.environ)}
     os.environ["CUDA_VISIBLE_DEVICES"] = devices
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = previous
+        for key in _launch_keys(os.environ) - saved.keys():
+            del os.environ[key]
+        os.environ.update(saved)
 
 
 @register_rollout("sglang")
@@ -109,7 +119,7 @@ class SGLangRollout(BaseRollout):
         if self.layout.rank == 0:
             from sglang.srt.entrypoints.engine import Engine
 
-            with _visible_devices(devices):
+            with _launch_env(devices):
                 self.engine = Engine(**self.engine_kwargs)
         self.barrier()
         vocab = self.hf_config.get_text_config().vocab_size

@@ -39,6 +39,13 @@ def is_cpu_platform() -> bool:
     return bool(current_platform.is_cpu())
 
 
+def visible_gpus() -> int:
+    """GPUs this process sees (a Ray worker of the actor group sees its own only)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def kv_cache_bytes_per_token(hf_config: Any, dtype: str) -> int:
     """Bytes of K and V for one token over all layers: ``2 * layers * kv_heads * head_dim * dtype_bytes``."""
     text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
@@ -118,6 +125,14 @@ def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, tru
         logprobs_mode="processed_logprobs",
         seed=int(os.environ.get("RANK", "0")) // config.tensor_model_parallel_size,
     )
+    if (
+        not is_cpu_platform()
+        and config.tensor_model_parallel_size > 1
+        and visible_gpus() < config.tensor_model_parallel_size
+    ):
+        # a Ray worker sees only its own GPU; vLLM's custom all-reduce indexes the group's GPUs by rank in the visible
+        # list and fails at rank 1 ("list index out of range", session 28); NCCL's all-reduce needs no such view
+        kwargs["disable_custom_all_reduce"] = True
     if config.free_cache_engine and sleep_mode_supported():
         kwargs["enable_sleep_mode"] = True
     if is_cpu_platform():
