@@ -4,6 +4,7 @@ non-blocking chains, colocated roles and failure reporting (a raising worker, a 
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -138,6 +139,16 @@ class DemoWorker(Worker):
         return self.rank, x
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def fail_with_an_echo(self, delay_s: float) -> int:
+        """Rank 1 dies first, and ranks 2 and 3 lose their connection to it: its echo, as a lost gloo peer reads."""
+        if self.rank == 1:
+            time.sleep(delay_s)
+            raise AssertionError("the cause, on rank 1")
+        if self.rank in (2, 3):
+            raise RuntimeError("[gloo/transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:2975")
+        return self.rank
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def fail_on(self, failing_rank: int) -> int:
         if self.rank == failing_rank:
             raise ValueError(f"boom on purpose from rank {self.rank}")
@@ -251,6 +262,19 @@ def test_worker_exception_names_rank_and_traceback(demo_group):
     assert "boom on purpose from rank 2" in message
     assert "traceback" in message and "test_worker_group.py" in message and "in fail_on" in message
     assert isinstance(info.value, ValueError) and info.value.rank == 2
+    assert demo_group.fail_on(-1) == [0, 1, 2, 3]  # the group is still usable
+
+
+def test_the_cause_is_reported_not_its_echo_on_the_other_ranks(demo_group):
+    # ranks 2 and 3 fail at once, rank 1 (the cause) a second later: the error is rank 1's, the echoes are listed
+    with pytest.raises(WorkerError) as info:
+        demo_group.fail_with_an_echo(1.0)
+    message = str(info.value)
+    assert info.value.rank == 1 and isinstance(info.value, AssertionError)
+    assert "worker rank 1" in message.splitlines()[0] and "the cause, on rank 1" in message
+    assert "Other ranks failed in the same call too:" in message
+    echoes = message.split("Other ranks failed in the same call too:")[1]
+    assert "worker rank 2" in echoes and "worker rank 3" in echoes and "Connection closed by peer" in echoes
     assert demo_group.fail_on(-1) == [0, 1, 2, 3]  # the group is still usable
 
 
