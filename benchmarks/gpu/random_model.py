@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 
@@ -43,6 +41,8 @@ def derive(base: str, fields: dict, target: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from verl.utils.fs import write_folder_once
+
     if (target / "config.json").exists() and any(target.glob("*.safetensors")):
         return target
     config = AutoConfig.from_pretrained(base)
@@ -55,15 +55,12 @@ def derive(base: str, fields: dict, target: Path) -> Path:
         config.head_dim = config.hidden_size // config.num_attention_heads
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".random-", dir=target.parent))
-    model.save_pretrained(tmp, safe_serialization=True)
-    AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
-    try:
-        tmp.rename(target)
-    except OSError:  # another process wrote the same model first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+
+    return Path(write_folder_once(target, save))
 
 
 def main(argv: list[str]) -> int:

@@ -9,8 +9,6 @@ The student shares the teacher's tokenizer and embeddings; its output is cached 
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
 from pathlib import Path
 
 __all__ = ["kept_layers", "make_student"]
@@ -32,6 +30,7 @@ def make_student(teacher: str, num_layers: int, output: str | None = None) -> st
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from verl.utils.default_model import cache_dir
+    from verl.utils.fs import write_folder_once
     from verl.workers.config.model import resolve_model_path
 
     teacher_path = resolve_model_path(teacher)
@@ -48,15 +47,12 @@ def make_student(teacher: str, num_layers: int, output: str | None = None) -> st
     model.config.num_hidden_layers = len(keep)
     if getattr(model.config, "layer_types", None):
         model.config.layer_types = [model.config.layer_types[i] for i in keep]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".student-", dir=target.parent))
-    model.save_pretrained(tmp, safe_serialization=True)
-    AutoTokenizer.from_pretrained(teacher_path).save_pretrained(tmp)
-    try:
-        tmp.rename(target)
-    except OSError:  # another process wrote the same student first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(target)
+
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        AutoTokenizer.from_pretrained(teacher_path).save_pretrained(folder)
+
+    return write_folder_once(target, save)
 
 
 def main() -> None:

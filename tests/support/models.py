@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 from verl.utils.default_model import cache_dir, default_model_path
+from verl.utils.fs import write_folder_once
 
 
 def smollm2_path() -> str:
@@ -48,15 +48,12 @@ def tiny_model_path(
     )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    try:
-        tmp.rename(target)
-    except OSError:  # another process finished the same model first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(target)
+
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+
+    return write_folder_once(target, save)
 
 
 def tiny_vlm_path(arch: str = "qwen2_vl", seed: int = 0) -> str:
@@ -78,14 +75,7 @@ def tp_padded_model_path(src: str, tp: int) -> str:
     target = cache_dir() / "models" / f"{Path(src).name}-tp{tp}-padded"
     if (target / "config.json").exists() and (target / "model.safetensors").exists():
         return str(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".padded-", dir=target.parent))
-    pad_heads(src, str(tmp), tp)
-    try:
-        tmp.rename(target)
-    except OSError:  # another process finished the same model first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(target)
+    return write_folder_once(target, lambda folder: pad_heads(src, str(folder), tp))
 
 
 def with_heads(folder: Path, heads: int, kv_heads: int) -> str:

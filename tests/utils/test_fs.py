@@ -45,3 +45,33 @@ def test_hdfs_without_client_names_what_to_install(tmp_path, monkeypatch):
     assert fs.is_non_local("hdfs://x") and not fs.is_non_local("/x")
     with pytest.raises(ValueError, match="trailing"):
         fs.copy_to_local("hdfs://cluster/data/")
+
+
+def test_write_folder_once_renames_a_complete_folder_into_place(tmp_path):
+    target = tmp_path / "models" / "derived"
+    assert fs.write_folder_once(target, lambda folder: (folder / "config.json").write_text("{}")) == str(target)
+    assert (target / "config.json").read_text() == "{}"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["derived"]  # no temporary sibling left
+
+
+def test_write_folder_once_leaves_nothing_when_the_write_fails(tmp_path):
+    def half_then_fail(folder):
+        (folder / "model.safetensors").write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fs.write_folder_once(tmp_path / "derived", half_then_fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_folder_once_keeps_the_copy_another_process_finished_first(tmp_path):
+    target = tmp_path / "derived"
+
+    def racing(folder):
+        (folder / "config.json").write_text("mine")
+        target.mkdir()  # the other process's rename lands while this one writes
+        (target / "config.json").write_text("theirs")
+
+    assert fs.write_folder_once(target, racing) == str(target)
+    assert (target / "config.json").read_text() == "theirs"
+    assert [p.name for p in tmp_path.iterdir()] == ["derived"]

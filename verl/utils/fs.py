@@ -12,6 +12,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 from verl.utils.hdfs_io import copy, exists, makedirs
 
@@ -27,6 +29,7 @@ __all__ = [
     "makedirs",
     "md5_encode",
     "verify_copy",
+    "write_folder_once",
 ]
 
 _HDFS_PREFIX = "hdfs://"
@@ -133,3 +136,21 @@ def local_mkdir_safe(path: str) -> str:
     path = os.path.abspath(path)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def write_folder_once(target: str | os.PathLike, write: Callable[[Path], object]) -> str:
+    """``write(folder)`` into a temporary sibling of ``target``, then rename it to ``target``: an interrupted write
+    leaves no half-written folder behind, and when another process renamed its own copy first, that one is kept
+    (for folders that any process may build, such as derived or converted models). Returns ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        write(tmp)
+        tmp.rename(target)
+    except OSError:
+        if not target.is_dir():  # not another process's copy in place: a real failure
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)

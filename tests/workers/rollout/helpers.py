@@ -120,11 +120,8 @@ PEAKED_TARGET = " one two three four five six seven eight nine ten"
 def peaked_tiny_path(steps: int = 25) -> str:
     """The vLLM tiny Llama trained toward :data:`PEAKED_TARGET` after every prompt (greedy has no near-ties), saved
     once under the cache so several test modules share one training run."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
     from verl.utils.default_model import cache_dir
+    from verl.utils.fs import write_folder_once
 
     target = cache_dir() / "models" / f"tiny-llama-peaked-s{steps}"
     if (target / "config.json").exists():
@@ -133,12 +130,9 @@ def peaked_tiny_path(steps: int = 25) -> str:
     tokenizer = load_tokenizer(path)
     model = load_model(path)
     train_toward(model, tokenizer, PROMPTS, PEAKED_TARGET, steps=steps)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".peaked-", dir=target.parent))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    try:
-        tmp.rename(target)
-    except OSError:  # another process saved it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(target)
+
+    def save(folder) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return write_folder_once(target, save)
