@@ -44,13 +44,17 @@ too: ``standalone-sglang@pin``) gets a physical CPU core for its SGLang schedule
 scheduler there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`). A
 ``profile...`` run profiles its workers' training phases (:mod:`benchmarks.gpu.loop_profile`, into ``<run>.profile/``).
 
+``--random-model hidden_size=512,num_attention_heads=8,num_key_value_heads=2`` runs everything on a random-weight
+model derived from SmolLM2 (:mod:`benchmarks.gpu.random_model`): SmolLM2's 9 / 3 heads do not split at TP=2. Its
+responses run to 256 tokens each, so its runs compare with each other, not with SmolLM2's. The arguments are parsed
+by :mod:`benchmarks.gpu.grpo_args`.
+
 Site directories: ``--site-vllm``/``--site-sglang`` (engine wheels), ``--site-common`` (Ray, Hydra, TRL, ...),
 ``--site-model`` (the SmolLM2 GGUF package); defaults are where the stage script installs them.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -63,6 +67,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.gpu.generation_context import per_generation, print_rows
+from benchmarks.gpu.grpo_args import ALL_RUNS, parse_args, parse_lanes  # noqa: F401 - also read from here
 from benchmarks.gpu.grpo_table import (  # noqa: F401 - the constants and _fmt are also read from here
     BREAKDOWN,
     MAX_PROMPT_LENGTH,
@@ -85,10 +90,9 @@ from benchmarks.gpu.monitors import (  # noqa: F401 - MemorySampler and PHASES a
     cpu_during_generation,
     watched_device,
 )
-from benchmarks.gpu.random_model import folder_name, parse_fields
+from benchmarks.gpu.random_model import folder_name
 
 REPO = Path(__file__).resolve().parents[1]
-ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
 FAST_TRAINING = (
     "actor_rollout_ref.model.use_remove_padding=True",
     "actor_rollout_ref.actor.use_dynamic_bsz=True",
@@ -391,24 +395,6 @@ def run_json_lines(
     return records
 
 
-def parse_lanes(spec: str) -> dict[str, list[str]]:
-    """``"0=vllm,standalone-vllm;1=sglang"`` -> ``{"0": ["vllm", "standalone-vllm"], "1": ["sglang"]}``."""
-    lanes: dict[str, list[str]] = {}
-    for part in (p.strip() for p in spec.split(";")):
-        if not part:
-            continue
-        gpu, sep, names = part.partition("=")
-        runs = [n.strip() for n in names.split(",") if n.strip()]
-        if not sep or not gpu.strip().isdigit() or not runs:
-            raise ValueError(f"--lanes: {part!r} is not GPU=run,run (e.g. 0=vllm,standalone-vllm)")
-        if gpu.strip() in lanes:
-            raise ValueError(f"--lanes: GPU {gpu.strip()} has two lanes; list its runs in one")
-        lanes[gpu.strip()] = runs
-    if not lanes:
-        raise ValueError("--lanes is empty")
-    return lanes
-
-
 def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str | None) -> tuple[list[dict], dict]:
     """One run of the table (a verl engine, a standalone engine or TRL) on ``gpu``: its records and summary."""
     begin = time.perf_counter()
@@ -478,84 +464,6 @@ def prepare_model(args) -> str:
         target = Path(args.cache_dir) / "models" / folder_name(model, args.random_fields)
         model = step("-m", "benchmarks.gpu.random_model", model, str(target), *args.random_model)
     return model
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str | None, list[str]], list[str]]:
-    """The arguments, the lanes (GPU or None -> run names) and all runs in order; ``args.variants`` maps each
-    ``--variant`` name to its entries. Exits naming the argument when a run, lane or variant is unknown."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "bench_gpu_out"))
-    parser.add_argument("--data", default=".carry_gpu14/data", help="folder with train.parquet and test.parquet")
-    parser.add_argument("--model", default=None, help="HF model folder (default: the converted SmolLM2)")
-    parser.add_argument(
-        "--random-model",
-        type=lambda text: [entry for entry in text.split(",") if entry],
-        help="KEY=VALUE,...: a random-weight model with these config fields replaced instead (SmolLM2's 9 heads do "
-        "not split at TP=2: hidden_size=512,num_attention_heads=8,num_key_value_heads=2 do)",
-    )
-    parser.add_argument("--runs", default=",".join(ALL_RUNS), help=f"comma-separated subset of {ALL_RUNS}")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument(
-        "--standalone-repeats",
-        type=int,
-        default=5,
-        help="timed generations of each bare engine (more make its rate at the same host speed firmer)",
-    )
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.15)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
-    parser.add_argument(
-        "--gpu-monitor",
-        action="store_true",
-        help="log nvidia-smi pmon/dmon and top once a second and per-thread CPU every 0.25 s during each verl run "
-        "(<run>.pmon.log / .dmon.log / .top.log / .cpu.jsonl)",
-    )
-    parser.add_argument(
-        "--memory-sample-ms",
-        type=float,
-        default=10,
-        help="NVML memory sampling period for the per-phase peaks (0: off; sampling slows a colocated engine)",
-    )
-    parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
-    parser.add_argument("--training", choices=("fast", "plain"), default="fast", help="see FAST_TRAINING")
-    parser.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        help="NAME=key=value,key=value: overrides of the runs named ENGINE@NAME in --runs (repeatable)",
-    )
-    parser.add_argument(
-        "--lanes",
-        default=None,
-        help="GPU=run,run;GPU=run,...: one lane per GPU, lanes at once, runs of a lane in turn (replaces --runs)",
-    )
-    parser.add_argument("--py-spy", default="py-spy", help="py-spy executable for runs of a pyspy* variant")
-    parser.add_argument("--site-vllm", default="/tmp/site-vllm")
-    parser.add_argument("--site-sglang", default="/tmp/site-sglang")
-    parser.add_argument("--site-common", default="/tmp/site-common")
-    parser.add_argument("--site-model", default="/tmp/site-model")
-    parser.add_argument("--cache-dir", default="/tmp/verl_cache")
-    args = parser.parse_args(argv)
-    try:
-        lanes = parse_lanes(args.lanes) if args.lanes else {None: [r for r in args.runs.split(",") if r]}
-    except ValueError as error:
-        parser.error(str(error))
-    runs = [name for lane in lanes.values() for name in lane]
-    try:
-        args.random_fields = parse_fields(args.random_model or [])
-    except ValueError as error:
-        parser.error(f"--random-model: {error}")
-    args.variants = {}
-    for spec in args.variant:
-        name, _, overrides = spec.partition("=")
-        args.variants[name] = [o for o in overrides.split(",") if o]
-    unknown = {r for r in runs if split_run(r)[0] not in ALL_RUNS}
-    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[1] not in args.variants}
-    unknown |= {r for r in runs if split_run(r)[1] and split_run(r)[0] == "trl"}
-    if unknown:
-        parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (engines may take @VARIANT)")
-    if len(set(runs)) != len(runs):
-        parser.error(f"a run is named twice in {runs}: each run's files are named after it")
-    return args, lanes, runs
 
 
 def main(argv: list[str] | None = None) -> int:
