@@ -69,8 +69,8 @@ def _launch_env(devices: str):
     """Set ``CUDA_VISIBLE_DEVICES`` for the engine's subprocesses started inside the block (this process keeps its
     GPU); afterwards put it back, and every ``NCCL_*`` variable too.
 
-    SGLang's ``Engine`` sets ``NCCL_CUMEM_ENABLE=0``, ``NCCL_NVLS_ENABLE`` and ``NCCL_GRAPH_MIXING_SUPPORT`` in the
-    process that builds it (its schedulers inherit them). With TP=2 only the group's first rank builds one, and the
+    SGLang's ``Engine`` sets ``NCCL_CUMEM_ENABLE=0`` (and ``NCCL_NVLS_ENABLE``), where unset, in the process that
+    builds it (its schedulers inherit them). With TP=2 only the group's first rank builds one, and the
     actor's NCCL group then joined a rank with cuMem off to one with it on: its first all-gather (the weight sync)
     failed with "Cuda failure 'invalid argument'" (session 28, 2 H200s; data parallel passed, every rank built an
     engine). Only the schedulers need SGLang's settings; every actor rank keeps the one it started with."""
