@@ -33,7 +33,7 @@ def head_split_error(
         divisors = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
         return (
             f"{key}={sp_size} must divide the model's {num_heads} attention heads (each rank attends with "
-            f"heads / sp of them); use one of {divisors}"
+            f"an equal share of them); use one of {divisors}"
         )
     if num_kv_heads % sp_size and sp_size % num_kv_heads:
         return (

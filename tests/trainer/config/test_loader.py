@@ -72,6 +72,7 @@ reward_model.reward_manager=dapo +reward_model.reward_kwargs.overlong_buffer_cfg
 +reward_model.reward_kwargs.overlong_buffer_cfg.log=False +reward_model.reward_kwargs.max_resp_len=20480
 trainer.logger='["console","wandb"]' trainer.n_gpus_per_node=8 trainer.nnodes=2 trainer.val_before_train=True
 trainer.test_freq=5 trainer.save_freq=5 trainer.total_epochs=1 trainer.resume_mode=auto
+actor_rollout_ref.model.path=Qwen/Qwen2.5-32B
 """
 
 RLOO_LINE = """
