@@ -83,6 +83,12 @@
 #           not split in two: session 28's first try failed there); the CPU suite runs vLLM's TP=2 loop in
 #           tests/trainer/test_main_ppo.py. Each response of a random model runs to 256 tokens
 #   loop2dp the same model on one GPU, then data parallel on both (one engine a GPU, dp2): the loop's scaling
+#   loop2s  vLLM's loop at TP=2 as `loop2` runs it, then with VERL_RAY_SHARE_NODE_GPUS=1 (tp2s: each worker sees
+#           both GPUs and picks its own, so NCCL may go peer to peer and vLLM keeps its custom all-reduce; session 29's
+#           TP=2 vLLM generated at half SGLang's rate; about 440 s)
+#   nccl2   two GPUs, no engine: NCCL's transport and costs between two processes that each see their own GPU (as Ray
+#           workers) or both (benchmarks.gpu.nccl_transport), then the weight sync's gather of FSDP2 shards, one
+#           full_tensor a tensor against one collective a bucket (benchmarks.bench_weight_gather; about 120 s)
 set -uo pipefail
 # after each job call_env.sh's `item` kills every Ray, engine and main_ppo process of the machine: device only
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
@@ -165,6 +171,11 @@ for preset in "$@"; do
       --variant tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2 ;;
     loop2dp) grpo loop2dp 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs sglang,sglang@dp2 \
       --variant dp2=trainer.n_gpus_per_node=2 ;;
+    loop2s) grpo loop2s 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs vllm@tp2,vllm@tp2s \
+      --variant tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      --variant tp2s=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2,env:VERL_RAY_SHARE_NODE_GPUS=1 ;;
+    nccl2) item nccl_transport 200 python3 -m benchmarks.gpu.nccl_transport
+      PYTHONPATH=$VL item gather2 200 python3 -m benchmarks.bench_weight_gather --repeats 5 ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

@@ -14,8 +14,9 @@ one. This runs two processes that each see only their own GPU, as Ray workers do
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
+
+from benchmarks.gpu.gpu_pair import probe_main, rank_env, run_pair
 
 CASES = {"same": (None, None), "both0": ("0", "0"), "mismatch": ("0", None)}
 """Case -> ``NCCL_CUMEM_ENABLE`` of rank 0 and rank 1 (None: unset)."""
@@ -42,38 +43,23 @@ def worker() -> None:
 
 
 def run_case(name: str, port: int, timeout_s: float = 60) -> None:
-    procs = []
-    for rank, cumem in enumerate(CASES[name]):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(rank), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # fmt: skip
-        env.pop("NCCL_CUMEM_ENABLE", None)
-        if cumem is not None:
-            env["NCCL_CUMEM_ENABLE"] = cumem
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker"], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))  # fmt: skip
+    envs = [rank_env(rank, port, own_gpu_only=True, cumem=cumem) for rank, cumem in enumerate(CASES[name])]
     print(f"== {name}: NCCL_CUMEM_ENABLE rank 0 {CASES[name][0]}, rank 1 {CASES[name][1]}", flush=True)
-    for rank, proc in enumerate(procs):
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out = f"rank {rank}: no answer within {timeout_s:.0f} s (killed)\n" + (proc.communicate()[0] or "")
+    for result in run_pair("benchmarks.gpu.nccl_env_mismatch", envs, timeout_s):
+        rank, out = result.rank, result.out
+        if result.timed_out:
+            out = f"rank {rank}: no answer within {timeout_s:.0f} s (killed)\n" + out
         lines = [line for line in out.splitlines() if line.startswith(f"rank {rank}:") or "Error" in line]
-        print("\n".join(lines[-4:]) or f"rank {rank}: exit {proc.returncode}, no result line", flush=True)
+        print("\n".join(lines[-4:]) or f"rank {rank}: no result line", flush=True)
+
+
+def run_cases() -> None:
+    for index, name in enumerate(CASES):
+        run_case(name, 29600 + index)
 
 
 def main() -> int:
-    if "--worker" in sys.argv:
-        worker()
-        return 0
-    import torch
-
-    if torch.cuda.device_count() < 2:
-        print("nccl_env_mismatch: needs two GPUs, skipped")
-        return 0
-    for index, name in enumerate(CASES):
-        run_case(name, 29600 + index)
-    return 0
+    return probe_main("nccl_env_mismatch", worker, run_cases)
 
 
 if __name__ == "__main__":

@@ -59,3 +59,10 @@ def test_a_grpo_preset_parses_and_its_runs_make_valid_configs(preset, tmp_path):
             key, _, value = override.partition("=")
             if key == "trainer.n_gpus_per_node":
                 assert config.trainer.n_gpus_per_node == int(value), name
+
+
+def test_every_module_a_preset_runs_exists():
+    # python3 -m benchmarks.X in a preset: a renamed or misspelled module would first fail on the GPU machine
+    modules = set(re.findall(r"python3 -m ([\w.]+)", CALLS.read_text())) - {"pytest"}
+    assert {"benchmarks.bench_gpu_grpo", "benchmarks.gpu.nccl_transport", "benchmarks.bench_weight_gather"} <= modules
+    assert [m for m in sorted(modules) if importlib.util.find_spec(m) is None] == []

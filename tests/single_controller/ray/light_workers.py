@@ -105,3 +105,15 @@ class FailsToStart(Worker):
         super().__init__()
         if self.rank == failing_rank:
             raise RuntimeError(f"cannot load the model on rank {self.rank}")
+
+
+class GpuView(Worker):
+    """Reports what its process sees of the node's GPUs (on CPU, the GPUs Ray was told the node has)."""
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def view(self) -> dict:
+        return {
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "local_rank": os.environ.get("LOCAL_RANK"),
+            "assigned": [str(gpu) for gpu in ray.get_gpu_ids()],
+        }

@@ -139,7 +139,11 @@ class Worker:
         if cuda_visible_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        if visible and "," not in visible:
+        if os.environ.get("WG_BACKEND") == "ray" and os.environ.get("VERL_RAY_SHARE_NODE_GPUS") == "1":
+            from verl.single_controller.ray.node_gpus import select_own_gpu
+
+            select_own_gpu()  # this worker sees its node's GPUs: its own becomes LOCAL_RANK and the current device
+        elif visible and "," not in visible:
             # Ray shows each GPU actor only its own device, as device 0; torch (DeviceMesh, set_device) reads
             # LOCAL_RANK as a device index, so it must name that device, not the node-local rank.
             os.environ["LOCAL_RANK"] = "0"

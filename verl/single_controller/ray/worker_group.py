@@ -23,6 +23,7 @@ from ray.experimental.internal_kv import _internal_kv_del
 from verl.single_controller.base.worker import COLLECTIVE_TIMEOUT_ENV, RENDEZVOUS_TIMEOUT_ENV, rendezvous_key
 from verl.single_controller.base.worker_group import WorkerGroup
 from verl.single_controller.ray.actor_class import RayClassWithInitArgs
+from verl.single_controller.ray.node_gpus import sharing_env
 from verl.single_controller.ray.resource_pool import RayResourcePool
 from verl.single_controller.ray.results import CALL_TIMEOUT_ENV, WorkerError, get_results
 
@@ -90,6 +91,7 @@ class RayWorkerGroup(WorkerGroup):
             "WG_PREFIX": self.name_prefix,
             "WG_BACKEND": "ray",
             RENDEZVOUS_TIMEOUT_ENV: str(self._ray_wait_register_center_timeout),
+            **sharing_env(),  # VERL_RAY_SHARE_NODE_GPUS=1: workers see the node's GPUs (node_gpus.py)
         }
         collective_timeout = self.collective_timeout_s
         if collective_timeout is None:

@@ -2,7 +2,8 @@
 
 Used for weight sync into the rollout engine and for Hugging Face export. Every rank must call
 :func:`iter_full_state_dict` and consume the iterator to the end: each sharded tensor is gathered with a
-collective (``DTensor.full_tensor``), so ranks must walk the parameters in the same order.
+collective (a bucket of FSDP2 shards at a time, :mod:`verl.workers.engine.fsdp.full_gather`), so ranks must walk
+the parameters in the same order.
 """
 
 from __future__ import annotations
@@ -11,33 +12,12 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from verl.utils.weight_buckets import in_buckets
+from verl.workers.engine.fsdp.full_gather import iter_full_tensors
 
 PEFT_PREFIX = "base_model.model."
 LORA_BASE_INFIX = ".base_layer"
-
-
-def _holds_whole(tensor: DTensor) -> bool:
-    """True when this rank's local tensor is the whole tensor: a mesh of one rank, or every placement replicated."""
-    return tensor.device_mesh.size() == 1 or all(placement.is_replicate() for placement in tensor.placements)
-
-
-def _full(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Unsharded copy of ``tensor`` (a collective for a DTensor; a detach otherwise), cast to ``dtype`` first when
-    given (a floating-point shard is cast before the gather, so a bf16 target moves half the bytes of fp32).
-
-    A DTensor whose local tensor is already whole (one rank, the usual single-GPU run) is taken as that plain tensor:
-    each DTensor op costs host time (for SmolLM2's 273 tensors on one CPU rank, ``full_tensor`` took 12 ms where the
-    plain tensors take 2 ms; with the bf16 cast, 90 against 63 ms), and the weight sync is on every step's path."""
-    if isinstance(tensor, DTensor) and _holds_whole(tensor):
-        tensor = tensor.to_local()  # (what ``full_tensor`` returns there too, after a redistribute's host work)
-    if dtype is not None and tensor.is_floating_point():
-        tensor = tensor.detach().to(dtype)
-    if isinstance(tensor, DTensor):
-        return tensor.full_tensor()
-    return tensor.detach()
 
 
 def is_peft_model(module: nn.Module) -> bool:
@@ -69,8 +49,8 @@ def iter_full_state_dict(
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield ``(hf_name, full_tensor)`` for every entry of ``module.state_dict()``.
 
-    Tensors are gathered a bucket at a time (about ``bucket_bytes`` of full tensors) and then yielded, so
-    peak extra memory is about one bucket. For a peft LoRA model the adapters are merged:
+    Tensors are gathered a bucket at a time (about ``bucket_bytes`` of full tensors, one collective for FSDP2's
+    shards) and then yielded, so peak extra memory is about one bucket. For a peft LoRA model the adapters are merged:
     ``W = W_base + scaling * B @ A`` with ``scaling = lora_alpha / r``, and only base names are yielded.
     ``dtype``/``device`` optionally cast and move each yielded tensor (e.g. bf16 on the rollout's GPU).
     """
@@ -78,7 +58,7 @@ def iter_full_state_dict(
     if is_peft_model(module):  # the merge runs in float32 and casts afterwards
         yield from iter_merged_lora(state, lora_scaling(module), bucket_bytes, dtype, device)
         return
-    yield from in_buckets(((name, _full(t, dtype)) for name, t in state.items()), bucket_bytes, dtype, device)
+    yield from in_buckets(iter_full_tensors(state.items(), bucket_bytes, dtype), bucket_bytes, dtype, device)
 
 
 def iter_merged_lora(
@@ -97,8 +77,7 @@ def iter_merged_lora(
     pending_base: dict[str, torch.Tensor] = {}
 
     def merged_pairs():
-        for key, tensor in state.items():
-            full = _full(tensor)  # collective: every rank walks the same keys in the same order
+        for key, full in iter_full_tensors(state.items(), bucket_bytes):  # collectives: every rank walks all keys
             if ".lora_A." in key or ".lora_B." in key:
                 layer = _hf_name(key.split(".lora_")[0])
                 (lora_a if ".lora_A." in key else lora_b)[layer] = full
