@@ -67,6 +67,15 @@ def rendezvous_key(group_prefix: str) -> str:
     return _RENDEZVOUS_KV_PREFIX + group_prefix
 
 
+def _shares_node_gpus() -> bool:
+    """A worker of a Ray group started with ``VERL_RAY_SHARE_NODE_GPUS=1`` (only Ray's workers import Ray)."""
+    if os.environ.get("WG_BACKEND") != "ray":
+        return False
+    from verl.single_controller.ray.node_gpus import sharing_requested
+
+    return sharing_requested()
+
+
 @dataclass
 class DistRankInfo:
     """Where one worker sits: global rank and rank within its node."""
@@ -139,7 +148,7 @@ class Worker:
         if cuda_visible_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        if os.environ.get("WG_BACKEND") == "ray" and os.environ.get("VERL_RAY_SHARE_NODE_GPUS") == "1":
+        if _shares_node_gpus():
             from verl.single_controller.ray.node_gpus import select_own_gpu
 
             select_own_gpu()  # this worker sees its node's GPUs: its own becomes LOCAL_RANK and the current device

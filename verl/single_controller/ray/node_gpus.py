@@ -20,9 +20,9 @@ SHARE_NODE_GPUS_ENV = "VERL_RAY_SHARE_NODE_GPUS"
 RAY_NOSET_ENV = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
 
 
-def sharing_requested(environ: dict[str, str] | None = None) -> bool:
-    environ = os.environ if environ is None else environ
-    return environ.get(SHARE_NODE_GPUS_ENV, "0").strip().lower() in ("1", "true", "yes")
+def sharing_requested() -> bool:
+    """Whether this process's environment asks for it (the driver's, and a sharing group's workers')."""
+    return os.environ.get(SHARE_NODE_GPUS_ENV, "0").strip().lower() in ("1", "true", "yes")
 
 
 def sharing_env() -> dict[str, str]:
