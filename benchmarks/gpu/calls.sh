@@ -86,6 +86,7 @@
 #   loop2s  vLLM's loop at TP=2 as `loop2` runs it, then with VERL_RAY_SHARE_NODE_GPUS=1 (tp2s: each worker sees
 #           both GPUs and picks its own, so NCCL may go peer to peer and vLLM keeps its custom all-reduce; session 29's
 #           TP=2 vLLM generated at half SGLang's rate; about 440 s)
+#   loop2s1 `loop2s`'s second run alone (vllm@tp2s; about 220 s)
 #   loop2sg `loop2s` for SGLang: sglang@tp2 and sglang@tp2s (about 400 s)
 #   nccl2   two GPUs, no engine: NCCL's transport and costs between two processes that each see their own GPU (as Ray
 #           workers) or both (benchmarks.gpu.nccl_transport), then the weight sync's gather of FSDP2 shards, one
@@ -174,6 +175,8 @@ for preset in "$@"; do
       --variant dp2=trainer.n_gpus_per_node=2 ;;
     loop2s) grpo loop2s 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs vllm@tp2,vllm@tp2s \
       --variant tp2=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+      --variant tp2s=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2,env:VERL_RAY_SHARE_NODE_GPUS=1 ;;
+    loop2s1) grpo loop2s1 400 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" --runs vllm@tp2s \
       --variant tp2s=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2,env:VERL_RAY_SHARE_NODE_GPUS=1 ;;
     loop2sg) grpo loop2sg 580 --memory-sample-ms 0 --timeout 230 --random-model "$EVEN_HEADS" \
       --runs sglang@tp2,sglang@tp2s \

@@ -34,6 +34,7 @@ from typing import Any
 
 from verl.single_controller.base.dynamic_enum import DynamicEnum
 from verl.single_controller.base.future import DataProtoFuture
+from verl.single_controller.base.own_device import enter_own_device
 
 # A name no user method attribute would carry: marks a method as registered and holds its modes.
 MAGIC_ATTR = "attrs_3141562937"
@@ -333,12 +334,14 @@ def register(
     def decorator(func: Callable) -> Callable:
         @wraps(func)
         def inner(*args, **kwargs):
+            enter_own_device()  # Ray may run this in another thread than __init__'s (own_device.py)
             if materialize_futures:
                 args, kwargs = _materialize_futures(*args, **kwargs)
             return func(*args, **kwargs)
 
         @wraps(func)
         async def async_inner(*args, **kwargs):
+            enter_own_device()
             if materialize_futures:
                 args, kwargs = _materialize_futures(*args, **kwargs)
             return await func(*args, **kwargs)

@@ -1,18 +1,20 @@
 """Opt-in: a worker group's workers see every GPU of their node and pick their own, as ``torchrun``'s processes do.
 
 By default Ray shows each GPU actor only the GPU it was given (``CUDA_VISIBLE_DEVICES`` of one entry, device 0 in
-the process). Two things on a multi-GPU node then cannot reach the peer GPU directly: vLLM's custom all-reduce
-(the rollout turns it off, ``engine_args.py``) and possibly NCCL's peer-to-peer path, which NCCL's maintainers say
-needs the peer visible for CUDA IPC (``benchmarks/gpu/nccl_transport.py`` measures which transport it picks). With
-``VERL_RAY_SHARE_NODE_GPUS=1`` in the driver's environment, the group asks Ray to leave ``CUDA_VISIBLE_DEVICES`` as
-the node has it (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``), and each worker makes the GPU Ray assigned it its
-current device and its ``LOCAL_RANK`` (the device index torch and the engines read). Ray's resource accounting is
-unchanged: each worker still holds its own GPU (or its share of one).
+the process). vLLM's custom all-reduce then cannot reach the peer GPU (the rollout turns it off, ``engine_args.py``);
+NCCL still goes peer to peer (``benchmarks/gpu/nccl_transport.py`` on two H200s: P2P/CUMEM, the same rates either
+way). With ``VERL_RAY_SHARE_NODE_GPUS=1`` in the driver's environment, the group asks Ray to leave
+``CUDA_VISIBLE_DEVICES`` as the node has it (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``), and each worker makes
+the GPU Ray assigned it its ``LOCAL_RANK`` (the device index torch and the engines read) and its pinned current
+device (``verl.single_controller.base.own_device``: current in every thread Ray runs a registered method in). Ray's
+resource accounting is unchanged: each worker still holds its own GPU (or its share of one).
 """
 
 from __future__ import annotations
 
 import os
+
+from verl.single_controller.base.own_device import pin_own_device
 
 __all__ = ["SHARE_NODE_GPUS_ENV", "select_own_gpu", "sharing_env", "sharing_requested"]
 
@@ -40,8 +42,9 @@ def _visible_ids() -> list[str]:
 
 
 def select_own_gpu() -> int | None:
-    """In a worker that sees its node's GPUs: the index of the GPU Ray assigned it among the visible ones, made the
-    current device (where CUDA is present) and ``LOCAL_RANK``. None where Ray assigned no GPU."""
+    """In a worker that sees its node's GPUs: the index of the GPU Ray assigned it among the visible ones, made
+    ``LOCAL_RANK`` and the pinned current device (where CUDA is present; ``own_device.py``: in every thread that runs
+    a registered method). None where Ray assigned no GPU."""
     import ray
 
     assigned = [str(gpu) for gpu in ray.get_gpu_ids()]
@@ -56,8 +59,5 @@ def select_own_gpu() -> int | None:
         )
     index = visible.index(assigned[0])
     os.environ["LOCAL_RANK"] = str(index)
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.set_device(index)
+    pin_own_device(index)  # current here and, through @register, in the threads Ray runs the methods in
     return index
