@@ -117,3 +117,59 @@ class GpuView(Worker):
             "local_rank": os.environ.get("LOCAL_RANK"),
             "assigned": [str(gpu) for gpu in ray.get_gpu_ids()],
         }
+
+
+class _PerThreadCuda:
+    """``torch.cuda``'s current device as CUDA keeps it, one per host thread (device 0 until the thread sets it), for
+    a process without GPUs."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._local = threading.local()
+
+    def current_device(self) -> int:
+        return getattr(self._local, "device", 0)
+
+    def set_device(self, index: int) -> None:
+        self._local.device = index
+
+
+class ThreadedGpuView(Worker):
+    """A worker with a concurrency group, as the actor-rollout worker has: Ray runs ``__init__`` and its methods in
+    threads of its own. ``torch.cuda`` is replaced by a per-thread fake before ``Worker.__init__`` picks the GPU."""
+
+    ray_concurrency_groups = {"side": 2}
+
+    def __init__(self) -> None:
+        import threading
+
+        import torch
+
+        fake = _PerThreadCuda()
+        torch.cuda.is_available = lambda: True
+        torch.cuda.current_device = fake.current_device
+        torch.cuda.set_device = fake.set_device
+        super().__init__()
+        self.init_thread = threading.get_ident()
+        self.init_device = torch.cuda.current_device()
+
+    def _seen(self) -> dict:
+        import threading
+
+        import torch
+
+        return {"device": torch.cuda.current_device(), "thread": threading.get_ident()}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def view(self) -> dict:
+        return {
+            "assigned": [str(gpu) for gpu in ray.get_gpu_ids()],
+            "init": {"device": self.init_device, "thread": self.init_thread},
+            "method": self._seen(),
+        }
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    @ray.method(concurrency_group="side")
+    def side_view(self) -> dict:
+        return self._seen()
