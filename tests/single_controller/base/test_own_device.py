@@ -1,9 +1,9 @@
 """A worker's pinned GPU reaches the threads Ray runs its methods in (``own_device.py``).
 
-CUDA keeps the current device per host thread; the fake below does the same, so a ``set_device`` made in one thread
-is not seen in another, as on a GPU. Session 30 found this on two H200s: with ``VERL_RAY_SHARE_NODE_GPUS=1``, rank 1
-picked GPU 1 in ``__init__`` but ran its methods in a concurrency group's thread on GPU 0, and NCCL refused
-("Duplicate GPU detected").
+CUDA keeps the current device per host thread; the fake (``PerThreadCuda``) does the same, so a ``set_device`` made
+in one thread is not seen in another, as on a GPU. Session 30 found this on two H200s: with
+``VERL_RAY_SHARE_NODE_GPUS=1``, rank 1 picked GPU 1 in ``__init__`` but ran its methods in a concurrency group's
+thread on GPU 0, and NCCL refused ("Duplicate GPU detected").
 """
 
 from __future__ import annotations
@@ -14,28 +14,14 @@ import threading
 import pytest
 import torch
 
+from tests.single_controller.ray.light_workers import PerThreadCuda
 from verl.single_controller.base import own_device
 from verl.single_controller.base.decorator import Dispatch, register
 
 
-class ThreadLocalCuda:
-    """``torch.cuda``'s current device as CUDA keeps it: one per thread, 0 until the thread sets it."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self.set_calls = 0
-
-    def current_device(self) -> int:
-        return getattr(self._local, "device", 0)
-
-    def set_device(self, index: int) -> None:
-        self.set_calls += 1
-        self._local.device = index
-
-
 @pytest.fixture
-def cuda(monkeypatch) -> ThreadLocalCuda:
-    fake = ThreadLocalCuda()
+def cuda(monkeypatch) -> PerThreadCuda:
+    fake = PerThreadCuda()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", fake.current_device)
     monkeypatch.setattr(torch.cuda, "set_device", fake.set_device)

@@ -119,19 +119,21 @@ class GpuView(Worker):
         }
 
 
-class _PerThreadCuda:
+class PerThreadCuda:
     """``torch.cuda``'s current device as CUDA keeps it, one per host thread (device 0 until the thread sets it), for
-    a process without GPUs."""
+    a process without GPUs; counts ``set_device`` calls."""
 
     def __init__(self) -> None:
         import threading
 
         self._local = threading.local()
+        self.set_calls = 0
 
     def current_device(self) -> int:
         return getattr(self._local, "device", 0)
 
     def set_device(self, index: int) -> None:
+        self.set_calls += 1
         self._local.device = index
 
 
@@ -146,7 +148,7 @@ class ThreadedGpuView(Worker):
 
         import torch
 
-        fake = _PerThreadCuda()
+        fake = PerThreadCuda()
         torch.cuda.is_available = lambda: True
         torch.cuda.current_device = fake.current_device
         torch.cuda.set_device = fake.set_device
