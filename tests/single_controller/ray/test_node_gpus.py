@@ -23,7 +23,8 @@ def two_gpu_node():
 
 def _views(monkeypatch, share: bool, worker_cls=GpuView, methods=("view",)) -> list[dict]:
     """Two one-worker groups alive at once: each worker is rank 0 of its group, and one of them holds GPU 1, so a
-    ``LOCAL_RANK`` that merely kept the node-local rank would show 0 there. Each view merges what ``methods`` return."""
+    ``LOCAL_RANK`` that merely kept the node-local rank would show 0 there. A view maps each of ``methods`` to its
+    result."""
     if share:
         monkeypatch.setenv("VERL_RAY_SHARE_NODE_GPUS", "1")
     else:
