@@ -1,6 +1,7 @@
 """Worker classes for the single-controller tests that do not import torch (their actors start fast)."""
 
 import os
+import threading
 import time
 
 import ray
@@ -124,8 +125,6 @@ class PerThreadCuda:
     a process without GPUs; counts ``set_device`` calls."""
 
     def __init__(self) -> None:
-        import threading
-
         self._local = threading.local()
         self.set_calls = 0
 
@@ -144,8 +143,6 @@ class ThreadedGpuView(Worker):
     ray_concurrency_groups = {"side": 2}
 
     def __init__(self) -> None:
-        import threading
-
         import torch
 
         fake = PerThreadCuda()
@@ -157,8 +154,6 @@ class ThreadedGpuView(Worker):
         self.init_device = torch.cuda.current_device()
 
     def _seen(self) -> dict:
-        import threading
-
         import torch
 
         return {"device": torch.cuda.current_device(), "thread": threading.get_ident()}
