@@ -32,6 +32,10 @@ def _entry(rank: int, world_size: int, port: int, out_dir: str, fn: Callable, ar
     try:
         torch.manual_seed(0)
         result = fn(rank, world_size, *args)
+        # Every rank's collectives are done before any rank tears down: without it, a gloo worker thread could
+        # still hold the last work's tensors at exit and abort the process (1 run in 12-15 of test_full_gather's
+        # coalesced gathers did; pytorch/pytorch#179291 describes the crash).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
