@@ -481,23 +481,41 @@ def _child(args) -> None:
         shape, variant = args.child.split(":")
         result = run_variant(shape, variant, Path(args.models), args.steps)
     print("RESULT " + json.dumps(result), flush=True)
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # left to the interpreter's exit, NCCL's teardown once hung a child past its timeout
+        dist.destroy_process_group()
+
+
+def child_output(cmd: list[str], timeout: float) -> str:
+    """``cmd``'s stdout and stderr as text, ending in a TIMEOUT line where it ran past ``timeout`` and was killed.
+
+    A child that printed its RESULT and then hung at exit keeps that result: the output it wrote before the kill comes
+    back from ``TimeoutExpired`` as bytes, even with ``text=True``.
+    """
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as error:
+        parts = [
+            part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+            for part in (error.stdout, error.stderr)
+        ]
+        return "".join(parts) + f"\nTIMEOUT after {timeout} s"
 
 
 def _run_child(job: str, args, log: Path) -> dict | None:
     cmd = [sys.executable, "-m", "benchmarks.bench_gpu_update", "--child", job, "--models", args.models]
     cmd += ["--steps", str(args.steps)]
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        output = proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as error:
-        output = f"{error.stdout or ''}{error.stderr or ''}\nTIMEOUT after {args.timeout} s"
+    output = child_output(cmd, args.timeout)
     with log.open("a") as handle:
         handle.write(f"===== {job} =====\n{output}\n")
     for line in output.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT ") :])
             result["wall_s"] = time.perf_counter() - start
+            result["exit_timed_out"] = output.endswith(f"TIMEOUT after {args.timeout} s")
             return result
     tail = "\n".join(output.strip().splitlines()[-6:])
     print(f"[{job}] failed ({time.perf_counter() - start:.0f} s):\n{tail}", flush=True)

@@ -23,7 +23,7 @@
 #           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
 #   kernels the GPU tests of the Triton log-prob head and the packed attention kernels (about 60 s)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
-#           130 s; with `trl` after it, issue 15's whole GPU part in one call)
+#           200 s, the 0.5B's child 80-110 s; with `trl` after it, issue 15's whole GPU part in one call)
 #   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
 #           fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]): per-layer units' hooks and gathers are host
 #           work in a near host-bound step (about 320 s; the common set without Ray is enough)
@@ -130,8 +130,8 @@ for preset in "$@"; do
       varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 120 --out "$OUT" ;;
     kernels) PYTHONPATH=$VL item kernels 120 python3 -m pytest -m gpu -q -p no:cacheprovider \
       tests/utils/test_triton_logprobs.py tests/workers/engine/fsdp/test_attention.py ;;
-    update15) PYTHONPATH=$VL item update15 200 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      smollm2-135m --variants varlen+logits+compile+fusedadam --budget 150 --timeout 100 --out "$OUT" ;;
+    update15) PYTHONPATH=$VL item update15 360 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      smollm2-135m --variants varlen+logits+compile+fusedadam --budget 200 --timeout 150 --out "$OUT" ;;
     rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \
       --budget 360 --timeout 100 --out "$OUT" ;;

@@ -28,3 +28,27 @@ def test_summary_table_speedup_is_against_the_baseline_of_the_same_shape_and_das
     column = header.index("s/step") + len("s/step")
     assert [line[column - 5 : column] for line in body] == ["1.000", "0.500", "0.250"]
     assert footer.startswith("device: NVIDIA H200; tokens/step 65536")
+
+
+def test_a_child_killed_after_printing_its_result_keeps_the_result_as_text():
+    import json
+    import sys
+
+    from benchmarks.bench_gpu_update import child_output
+
+    # session 31: the 0.5B child printed RESULT, hung at exit and was killed; its output came back as b'RESULT ...'
+    script = "import time; print('RESULT {\"step_s\": 0.5}', flush=True); time.sleep(60)"
+    output = child_output([sys.executable, "-c", script], timeout=3)
+    assert output.endswith("TIMEOUT after 3 s")
+    first = output.splitlines()[0]
+    assert first.startswith("RESULT ")
+    assert json.loads(first[len("RESULT ") :]) == {"step_s": 0.5}
+
+
+def test_a_child_that_exits_gives_its_output_without_a_timeout_line():
+    import sys
+
+    from benchmarks.bench_gpu_update import child_output
+
+    output = child_output([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"], timeout=30)
+    assert output == "out\nerr\n"
