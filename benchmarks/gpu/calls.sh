@@ -96,7 +96,7 @@ set -uo pipefail
 nvidia-smi -L > /dev/null 2>&1 || { echo "calls.sh runs on a GPU device machine only" >&2; exit 2; }
 source benchmarks/gpu/call_env.sh
 [ "$#" -ge 1 ] || { echo "usage: calls.sh PRESET [PRESET ...]" >&2; exit 2; }
-# the platform in the record: kernel 4.4.0 is gVisor (the one-GPU kinds), 6.x Firecracker (the multi-GPU kinds)
+# the platform in the record: kernel 4.4.0 is gVisor, 6.x Firecracker (multi-GPU kinds; a one-GPU kind in session 31)
 echo "== machine: kernel $(uname -r), $(nproc) vCPUs, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
 # SmolLM2's depth, width of MLP and vocabulary with 8 query / 2 KV heads (hidden 512): its 9 / 3 do not split at TP=2

@@ -7,7 +7,9 @@ way). With ``VERL_RAY_SHARE_NODE_GPUS=1`` in the driver's environment, the group
 ``CUDA_VISIBLE_DEVICES`` as the node has it (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``), and each worker makes
 the GPU Ray assigned it its ``LOCAL_RANK`` (the device index torch and the engines read) and its pinned current
 device (``verl.single_controller.base.own_device``: current in every thread Ray runs a registered method in). Ray's
-resource accounting is unchanged: each worker still holds its own GPU (or its share of one).
+resource accounting is unchanged: each worker still holds its own GPU (or its share of one). The custom all-reduce
+it gives back did not speed up the GRPO loop at TP=2 on two H200s (session 31, both ways in one call: vLLM 3.97 s a
+step shared against 3.73 s isolated, SGLang 2.54 against 2.38 s), hence opt-in.
 """
 
 from __future__ import annotations
