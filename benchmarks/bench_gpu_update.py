@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.copy_stacks import profile_copy_stacks
+from benchmarks.gpu.device_gaps import device_gaps, gap_table
 
 SHAPES = {
     # Qwen2.5-0.5B's config (24 layers, hidden 896, 14 query / 2 KV heads of 64, vocabulary 151936, tied)
@@ -363,7 +364,8 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
 
 
 def profile_step(step, step_s: float) -> str:
-    """Kernel-time table of one ``step()``: where the device time goes, and how much of the step it fills."""
+    """Kernel-time table of one ``step()``: where the device time goes, how much of the step it fills, and the
+    host op running while the device idles (:mod:`benchmarks.gpu.device_gaps`)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -373,7 +375,8 @@ def profile_step(step, step_s: float) -> str:
     events = prof.key_averages()
     kernel_us = sum(e.self_device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
     table = events.table(sort_by="self_device_time_total", row_limit=30, max_name_column_width=70)
-    return f"PROFILE kernels {kernel_us / 1e6:.3f} s of a {step_s:.3f} s step\n{table}"
+    gaps = gap_table(device_gaps(prof.events(), min_gap_us=10.0), rows=25)
+    return f"PROFILE kernels {kernel_us / 1e6:.3f} s of a {step_s:.3f} s step\n{table}\n{gaps}"
 
 
 def kernel_checks() -> dict:

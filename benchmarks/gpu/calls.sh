@@ -22,6 +22,9 @@
 #           compiled chunks it replaced, and without the backward re-gather; the head's own times (about 200 s; it
 #           needs only the common set without Ray: .stage-cm/1/install.sh, see NOTES_gpu.md's session 19)
 #   kernels the GPU tests of the Triton log-prob head and the packed attention kernels (about 60 s)
+#   gaps15  issue 15's 0.5B update, the default path, 8 timed steps and one profiled: the kernel table and where the
+#           device idles, each gap put down to the host op running then (benchmarks/gpu/device_gaps.py; about 150 s;
+#           the common set without Ray is enough)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
 #           200 s, the 0.5B's child 80-110 s; with `trl` after it, issue 15's whole GPU part in one call)
 #   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
@@ -132,6 +135,8 @@ for preset in "$@"; do
       tests/utils/test_triton_logprobs.py tests/workers/engine/fsdp/test_attention.py ;;
     update15) PYTHONPATH=$VL item update15 360 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 200 --timeout 150 --out "$OUT" ;;
+    gaps15) PYTHONPATH=$VL item gaps15 240 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam+profile --steps 8 --budget 120 --timeout 200 --out "$OUT" ;;
     rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \
       --budget 360 --timeout 100 --out "$OUT" ;;
