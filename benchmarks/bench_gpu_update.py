@@ -124,8 +124,9 @@ VARIANTS = {
     "varlen+logits+compile+fusedadam+cudnn": dict(compile=True, fused_adam=True, kernel="padded"),
     # the default path (varlen, fused AdamW) with a kernel-time profile of one step: where the 40% target's time goes
     "varlen+logits+compile+fusedadam+profile": dict(compile=True, fused_adam=True),
-    # the same keeping the bf16 parameters gathered from forward to backward (one rank holds them all anyway; slower
-    # in session 5 with the padded kernel and foreach AdamW, not measured since)
+    # the same keeping the bf16 parameters gathered from forward to backward, and (since session 31) from the first
+    # micro-batch's forward to the last one's backward (one rank holds them all anyway; slower in session 5 with the
+    # padded kernel and foreach AdamW, when it still gathered once a micro-batch)
     "varlen+logits+compile+fusedadam+noreshard": dict(compile=True, fused_adam=True, reshard=False),
     # the log-prob head as torch.compile'd chunks, the default until session 19 (session 19's profile: 52 ms of its
     # element-wise kernels a step, about 4x their memory-traffic floor); the default is now two Triton kernels

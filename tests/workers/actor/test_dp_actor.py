@@ -18,6 +18,9 @@ gradients everywhere, and equal the reference step where the gradient is well aw
 
 from __future__ import annotations
 
+from collections import Counter
+from contextlib import contextmanager
+
 import pytest
 import torch
 
@@ -143,7 +146,10 @@ def _one_variant(
     sp=1,
     gradient_checkpointing=False,
     optimizer_overrides=None,
+    skip_log_probs=False,
 ):
+    """One actor built fresh, its log-probs (unless ``skip_log_probs``) and one update; ``gathers`` counts the FSDP2
+    parameter groups the update all-gathers, group by group."""
     from verl.protocol import DataProto
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
@@ -178,7 +184,7 @@ def _one_variant(
     )
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(dp)[engine.dp_rank]
     data.meta_info.update(micro_batch_size=micro_bsz, use_dynamic_bsz=use_dynamic_bsz, max_token_len=24)
-    log_probs, entropys = actor.compute_log_prob(data, calculate_entropy=True)
+    log_probs, entropys = (None, None) if skip_log_probs else actor.compute_log_prob(data, calculate_entropy=True)
     grads = {}
 
     def capture_clipped_grads(optimizer, args, kwargs):  # runs on every rank right before the AdamW step
@@ -186,10 +192,34 @@ def _one_variant(
             grads[name] = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad.clone()
 
     engine.optimizer.register_step_pre_hook(capture_clipped_grads)
-    metrics = actor.update_policy(data)
+    with counting_gathers() as gathers:
+        metrics = actor.update_policy(data)
     params = dict(engine.iter_full_state_dict())
-    out = {"log_probs": log_probs, "entropys": entropys, "metrics": metrics}
+    out = {"log_probs": log_probs, "entropys": entropys, "metrics": metrics, "gathers": dict(gathers)}
     return {**out, "params": params, "grads": grads} if rank == 0 else out
+
+
+@contextmanager
+def counting_gathers():
+    """``{parameter group id: all-gathers}`` while inside: the ``unshard`` calls that issued one (a prefetch's gather
+    is pending until its wait, and a second ``unshard`` then returns without gathering)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    counts: Counter = Counter()
+    original = FSDPParamGroup.unshard
+
+    def unshard(group, *args, **kwargs):
+        idle = group._all_gather_result is None
+        out = original(group, *args, **kwargs)
+        if idle and group._all_gather_result is not None:
+            counts[id(group)] += 1
+        return out
+
+    FSDPParamGroup.unshard = unshard
+    try:
+        yield counts
+    finally:
+        FSDPParamGroup.unshard = original
 
 
 @pytest.fixture(scope="module")
@@ -384,3 +414,30 @@ def test_a_vision_placeholder_in_a_response_fails_naming_row_and_id(tmp_path):
     batch.batch["input_ids"][2, -6] = 0
     log_probs, _ = actor.compute_log_prob(batch)  # without it the same batch goes through
     assert torch.isfinite(log_probs).all()
+
+
+def _accumulation_rank(rank, world, model_path, batch):
+    one_per_row = (1, False, True)  # micro-batches of one row: 4 per rank on 2 ranks, 8 on 1
+    kept = _one_variant(
+        rank, world, model_path, batch, *one_per_row, {"reshard_after_forward": False}, skip_log_probs=True
+    )
+    default = _one_variant(rank, world, model_path, batch, *one_per_row, skip_log_probs=True)
+    return kept, default
+
+
+@pytest.mark.parametrize("world", [2, 1], ids=["2ranks", "1rank"])
+def test_parameters_kept_after_forward_are_gathered_once_a_mini_batch_and_the_update_is_unchanged(setup, world):
+    """``fsdp_config.reshard_after_forward=False``: each FSDP2 unit all-gathers once for the whole mini-batch, not
+    once a micro-batch (``verl.workers.engine.fsdp.accumulation``), and the update is still the hand-written PPO
+    step; the default gathers each unit for every micro-batch's forward and again for its backward."""
+    path, batch, reference = setup
+    micro_batches = BATCH // world
+    per_rank = run_on_ranks(_accumulation_rank, world, path, batch)
+    for kept, default in per_rank:
+        groups = len(default["gathers"])
+        assert groups == 3  # the tiny Llama's two decoder layers and the root
+        assert sorted(kept["gathers"].values()) == [1] * groups
+        assert sorted(default["gathers"].values()) == [2 * micro_batches] * groups
+    kept, default = per_rank[0]
+    assert_update_matches_reference(kept, reference, "reshard_after_forward=False")
+    assert_update_matches_reference(default, reference, "default")

@@ -42,6 +42,7 @@ from verl.workers.actor.loss import (
     update_keys,
 )
 from verl.workers.config import ActorConfig, RefConfig
+from verl.workers.engine.fsdp.accumulation import accumulation
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -244,12 +245,13 @@ class DataParallelPPOActor(BasePPOActor):
                 )
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 step_metrics: dict[str, list[float]] = defaultdict(list)
-                for micro_batch in plan.micro_batches:
-                    micro_batch = micro_batch.to(current_device())
-                    loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts, multi_modal_rows)
-                    (loss * world).backward()
-                    for name, value in micro_metrics.items():
-                        step_metrics[name].append(value)
+                with accumulation(self.actor_module, plan.micro_batches) as micro_batches:
+                    for micro_batch in micro_batches:
+                        micro_batch = micro_batch.to(current_device())
+                        loss, micro_metrics = self._micro_batch_loss(micro_batch, temperature, counts, multi_modal_rows)
+                        (loss * world).backward()
+                        for name, value in micro_metrics.items():
+                            step_metrics[name].append(value)
                 grad_norm = clip_grad_norm_and_step(self.actor_module, self.actor_optimizer, config.grad_clip)
                 reduce = partial(all_reduce_sum, group=self.dp_group)
                 for name, value in reduce_step_metrics(step_metrics, reduce, self.SUMMED_METRICS).items():

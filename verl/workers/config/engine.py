@@ -66,7 +66,8 @@ class FSDPEngineConfig(EngineOffloadConfig):
     ``param_offload`` selects it too)."""
 
     reshard_after_forward: bool = True
-    """Free gathered parameters after the forward pass (gather again for backward)."""
+    """Free gathered parameters after the forward pass (gather again for backward). False keeps them from a
+    mini-batch's first forward to its last backward: one all-gather per mini-batch instead of two per micro-batch."""
 
     fsdp_size: int = -1
     """Ranks per sharding group; -1 shards over all ranks of the role."""

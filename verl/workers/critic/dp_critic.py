@@ -24,6 +24,7 @@ from verl.trainer.ppo.core_algos import compute_value_loss
 from verl.utils.device import current_device
 from verl.workers.config import CriticConfig
 from verl.workers.critic.base import BasePPOCritic
+from verl.workers.engine.fsdp.accumulation import accumulation
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
@@ -115,25 +116,26 @@ class DataParallelPPOCritic(BasePPOCritic):
                 )
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 vf_loss_sum, clipped_tokens, vpred_sum = 0.0, 0.0, 0.0
-                for micro_batch in plan.micro_batches:
-                    micro_batch = micro_batch.to(current_device())
-                    response_mask = micro_batch["response_mask"].float()
-                    vpreds = self._forward_micro_batch(micro_batch)
-                    vf_loss, vf_clipfrac = compute_value_loss(
-                        vpreds=vpreds,
-                        returns=micro_batch["returns"],
-                        values=micro_batch["values"],
-                        response_mask=response_mask,
-                        cliprange_value=config.cliprange_value,
-                        loss_agg_mode=config.loss_agg_mode,
-                        global_num_tokens=num_tokens,
-                        global_num_seqs=num_seqs,
-                    )
-                    (vf_loss * world).backward()
-                    vf_loss_sum += float(vf_loss.detach())
-                    # clip fraction and mean value over the whole mini-batch (all ranks), not per micro-batch
-                    clipped_tokens += float(vf_clipfrac) * float(response_mask.sum())
-                    vpred_sum += float((vpreds.detach() * response_mask).sum())
+                with accumulation(self.critic_module, plan.micro_batches) as micro_batches:
+                    for micro_batch in micro_batches:
+                        micro_batch = micro_batch.to(current_device())
+                        response_mask = micro_batch["response_mask"].float()
+                        vpreds = self._forward_micro_batch(micro_batch)
+                        vf_loss, vf_clipfrac = compute_value_loss(
+                            vpreds=vpreds,
+                            returns=micro_batch["returns"],
+                            values=micro_batch["values"],
+                            response_mask=response_mask,
+                            cliprange_value=config.cliprange_value,
+                            loss_agg_mode=config.loss_agg_mode,
+                            global_num_tokens=num_tokens,
+                            global_num_seqs=num_seqs,
+                        )
+                        (vf_loss * world).backward()
+                        vf_loss_sum += float(vf_loss.detach())
+                        # clip fraction and mean value over the whole mini-batch (all ranks), not per micro-batch
+                        clipped_tokens += float(vf_clipfrac) * float(response_mask.sum())
+                        vpred_sum += float((vpreds.detach() * response_mask).sum())
                 grad_norm = clip_grad_norm_and_step(self.critic_module, self.critic_optimizer, config.grad_clip)
                 group = self.dp_group
                 metrics["critic/vf_loss"].append(all_reduce_sum(vf_loss_sum, group))

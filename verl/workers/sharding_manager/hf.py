@@ -8,29 +8,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from verl.workers.engine.fsdp.sharding import fsdp_modules, param_groups
 from verl.workers.sharding_manager.base import BaseShardingManager
 from verl.workers.sharding_manager.memory import memory_metrics
 
 
-def fsdp_modules(module: nn.Module) -> list[nn.Module]:
-    """The FSDP2-sharded modules inside ``module`` (none for a plain module or a torch without FSDP2)."""
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # pragma: no cover - torch without FSDP2
-        return []
-    return [sub for sub in module.modules() if isinstance(sub, FSDPModule)]
-
-
 def _reshard_settings(module: nn.Module) -> list[tuple[Any, str, Any]]:
     """``(object, attribute, value)`` of everything ``FSDPModule.set_reshard_after_forward`` changes, so that it can
-    be put back exactly (the root module's automatic "keep after forward" included). FSDP2's state moved from one
-    parameter group to a list of them across torch versions; both layouts are read."""
+    be put back exactly (the root module's automatic "keep after forward" included)."""
     state = module._get_fsdp_state()
-    groups = getattr(state, "_fsdp_param_groups", None)
-    if groups is None:
-        single = getattr(state, "_fsdp_param_group", None)
-        groups = [single] if single is not None else []
-    settings = [(group, "post_forward_mesh_info", group.post_forward_mesh_info) for group in groups]
+    settings = [(group, "post_forward_mesh_info", group.post_forward_mesh_info) for group in param_groups(module)]
     if hasattr(state, "_auto_reshard_after_forward"):
         settings.append((state, "_auto_reshard_after_forward", state._auto_reshard_after_forward))
     return settings

@@ -15,7 +15,7 @@ from collections import Counter
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from verl.utils.device import get_device_name, is_cuda_available
 from verl.workers.config.engine import FSDPEngineConfig, MixedPrecisionConfig, WrapPolicyConfig
@@ -130,6 +130,22 @@ def apply_fsdp2(
         for unit, following in zip(units, units[1:]):
             unit.set_modules_to_forward_prefetch([following])
     return module
+
+
+def fsdp_modules(module: nn.Module) -> list[nn.Module]:
+    """The FSDP2-sharded modules inside ``module`` (none for a plain module)."""
+    return [sub for sub in module.modules() if isinstance(sub, FSDPModule)]
+
+
+def param_groups(unit: nn.Module) -> list:
+    """The FSDP2 parameter groups of ``unit`` (an FSDP module): FSDP2's state moved from one group to a list of them
+    across torch versions; both layouts are read."""
+    state = unit._get_fsdp_state()
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        single = getattr(state, "_fsdp_param_group", None)
+        groups = [single] if single is not None else []
+    return list(groups)
 
 
 def offload_optimizer(optimizer: torch.optim.Optimizer) -> None:
