@@ -29,7 +29,9 @@
 #           200 s, the 0.5B's child 80-110 s; with `trl` after it, issue 15's whole GPU part in one call)
 #   keep15  issue 15's 0.5B update, the default against reshard_after_forward=False, which now keeps each unit gathered
 #           from a mini-batch's first forward to its last backward (one gather a step, not four; session 31's profile:
-#           35 ms of FSDP2 copies a step), 8 timed steps each (about 200 s; the common set without Ray)
+#           35 ms of FSDP2 copies a step), and inductor's nd tiling (RoPE's compiled kernels: 28.5 ms a step against a
+#           traffic floor near 7 ms; cut by session 20's limit, never measured), 8 timed steps each (about 270 s; the
+#           common set without Ray)
 #   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
 #           fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]): per-layer units' hooks and gathers are host
 #           work in a near host-bound step (about 320 s; the common set without Ray is enough)
@@ -140,9 +142,9 @@ for preset in "$@"; do
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 200 --timeout 150 --out "$OUT" ;;
     gaps15) PYTHONPATH=$VL item gaps15 240 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile --steps 8 --budget 120 --timeout 200 --out "$OUT" ;;
-    keep15) PYTHONPATH=$VL item keep15 300 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard --steps 8 --budget 160 \
-      --timeout 150 --out "$OUT" ;;
+    keep15) PYTHONPATH=$VL item keep15 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard \
+      varlen+logits+compile+fusedadam+ndtiling --steps 8 --budget 260 --timeout 130 --out "$OUT" ;;
     rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \
       --budget 360 --timeout 100 --out "$OUT" ;;
