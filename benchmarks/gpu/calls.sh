@@ -32,6 +32,14 @@
 #           35 ms of FSDP2 copies a step), and inductor's nd tiling (RoPE's compiled kernels: 28.5 ms a step against a
 #           traffic floor near 7 ms; cut by session 20's limit, never measured), 8 timed steps each (about 270 s; the
 #           common set without Ray)
+#   keep15b keep15 in reverse order with both levers together first (session 32's keep15: noreshard 1.3%, ndtiling
+#           2.2% faster than the default, which ran first; about 300 s)
+#   keep15c the default against both levers, alternating A B A B (machine drift between variants was as large as
+#           either lever in keep15 and keep15b; about 300 s)
+#   keep15s the same levers on SmolLM2's shape (the loop's model; 30 layers of 2.3 ms of matmuls a micro-batch, so
+#           per-unit gathers weigh more), A B C A B C (about 300 s)
+#   keep15t keep15s with nd tiling alone in place of noreshard alone (about 300 s)
+#   keep15u SmolLM2's update with units kept gathered, without and with nd tiling, A B A B (about 220 s)
 #   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
 #           fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]): per-layer units' hooks and gathers are host
 #           work in a near host-bound step (about 320 s; the common set without Ray is enough)
@@ -72,6 +80,8 @@
 #           engine, `rollout-keep` and `rollout`, sixteen generations each, with benchmarks.gpu.cpu_probe timing a
 #           fixed Python workload on the host's vCPUs beside them; each run ends with the rank correlation of the
 #           rate with the engine thread's cores, SM use and the probe's time (about 250 s warm)
+#   gatherloop the loop (SGLang) by default and with reshard_after_forward=False for the actor and the reference
+#           (session 32: the update 8-19% faster on SmolLM2's shape with nd tiling, now the default; about 300 s)
 #   keeploop the loop with free_cache_engine=False (sglang@keep) beside the default loop and the bare engine, six steps
 #           each (about 280 s warm)
 #   caches  the sizes of the compile and model caches the other presets filled (torch inductor, Triton, vLLM, SGLang,
@@ -145,6 +155,28 @@ for preset in "$@"; do
     keep15) PYTHONPATH=$VL item keep15 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard \
       varlen+logits+compile+fusedadam+ndtiling --steps 8 --budget 260 --timeout 130 --out "$OUT" ;;
+    keep15b) PYTHONPATH=$VL item keep15b 420 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam+noreshard+ndtiling varlen+logits+compile+fusedadam+ndtiling \
+      varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard --steps 8 --budget 330 \
+      --timeout 130 --out "$OUT" ;;
+    keep15c) PYTHONPATH=$VL item keep15c 420 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard+ndtiling \
+      varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard+ndtiling --steps 8 --budget 330 \
+      --timeout 130 --out "$OUT" ;;
+    keep15s) PYTHONPATH=$VL item keep15s 420 python3 -m benchmarks.bench_gpu_update --shapes smollm2-135m \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+noreshard \
+      varlen+logits+compile+fusedadam+noreshard+ndtiling varlen+logits+compile+fusedadam \
+      varlen+logits+compile+fusedadam+noreshard varlen+logits+compile+fusedadam+noreshard+ndtiling --steps 8 \
+      --budget 330 --timeout 120 --out "$OUT" ;;
+    keep15t) PYTHONPATH=$VL item keep15t 420 python3 -m benchmarks.bench_gpu_update --shapes smollm2-135m \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+ndtiling \
+      varlen+logits+compile+fusedadam+noreshard+ndtiling varlen+logits+compile+fusedadam \
+      varlen+logits+compile+fusedadam+ndtiling varlen+logits+compile+fusedadam+noreshard+ndtiling --steps 8 \
+      --budget 330 --timeout 120 --out "$OUT" ;;
+    keep15u) PYTHONPATH=$VL item keep15u 330 python3 -m benchmarks.bench_gpu_update --shapes smollm2-135m \
+      --variants varlen+logits+compile+fusedadam+noreshard varlen+logits+compile+fusedadam+noreshard+ndtiling \
+      varlen+logits+compile+fusedadam+noreshard varlen+logits+compile+fusedadam+noreshard+ndtiling --steps 8 \
+      --budget 240 --timeout 110 --out "$OUT" ;;
     rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \
       --budget 360 --timeout 100 --out "$OUT" ;;
@@ -197,6 +229,8 @@ for preset in "$@"; do
       --variant tp2s=trainer.n_gpus_per_node=2,actor_rollout_ref.rollout.tensor_model_parallel_size=2,env:VERL_RAY_SHARE_NODE_GPUS=1 ;;
     nccl2) item nccl_transport 200 python3 -m benchmarks.gpu.nccl_transport
       PYTHONPATH=$VL item gather2 200 python3 -m benchmarks.bench_weight_gather --repeats 5 ;;
+    gatherloop) grpo gatherloop 330 --memory-sample-ms 0 --timeout 150 --runs sglang,sglang@gathered \
+      --variant gathered=actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False,actor_rollout_ref.ref.fsdp_config.reshard_after_forward=False ;;
     keeploop) grpo keeploop 400 --memory-sample-ms 0 --timeout 150 --runs standalone-sglang,sglang,sglang@keep \
       --variant keep=actor_rollout_ref.rollout.free_cache_engine=False ;;
     caches) for dir in /tmp/torchinductor_* ~/.triton ~/.cache/* /tmp/verl_cache/*; do

@@ -66,3 +66,31 @@ def test_every_module_a_preset_runs_exists():
     modules = set(re.findall(r"python3 -m ([\w.]+)", CALLS.read_text())) - {"pytest"}
     assert {"benchmarks.bench_gpu_grpo", "benchmarks.gpu.nccl_transport", "benchmarks.bench_weight_gather"} <= modules
     assert [m for m in sorted(modules) if importlib.util.find_spec(m) is None] == []
+
+
+def update_presets() -> dict[str, list[str]]:
+    """Preset name -> the arguments of its ``python3 -m benchmarks.bench_gpu_update`` command."""
+    text = CALLS.read_text().replace("\\\n", " ")
+    pattern = r"^\s*([\w|]+)\) PYTHONPATH=\S+ item \S+ \d+ python3 -m benchmarks\.bench_gpu_update (.*?) ;;"
+    return {m.group(1): shlex.split(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE)}
+
+
+def _option_values(args: list[str], option: str) -> list[str]:
+    """The values after ``option`` up to the next ``--`` option."""
+    if option not in args:
+        return []
+    rest = args[args.index(option) + 1 :]
+    return rest[: next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
+
+
+def test_every_update_preset_names_known_shapes_and_variants():
+    """A variant name in an update preset that ``bench_gpu_update`` does not know would fail only on the GPU."""
+    from benchmarks import bench_gpu_update
+
+    presets = update_presets()
+    assert {"update15", "keep15", "keep15c", "keep15u"} <= presets.keys()
+    for name, args in presets.items():
+        for variant in _option_values(args, "--variants"):
+            assert variant in bench_gpu_update.VARIANTS, (name, variant)
+        for shape in _option_values(args, "--shapes"):
+            assert shape in bench_gpu_update.SHAPES, (name, shape)
