@@ -54,3 +54,53 @@ def test_compiled_layers_match_eager_and_do_not_recompile_for_new_lengths():
     assert max(out["grad_diff"]) < 1e-4
     first, *later = out["graphs"]
     assert first > 0 and all(count == first for count in later), out["graphs"]
+
+
+def _two_block_model():
+    """Two decoder-layer stand-ins, found by ``compile_decoder_layers`` through ``_no_split_modules``."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.nn.functional.silu(self.linear(x)) * x
+
+    class Model(torch.nn.Sequential):
+        _no_split_modules = ["Block"]
+
+    torch.manual_seed(0)
+    return Model(Block(), Block())
+
+
+def test_cuda_layers_compile_with_nd_tiling_and_cpu_layers_without(monkeypatch):
+    """On CUDA the decoder layers get ``CUDA_COMPILE_OPTIONS`` (its docstring has the measurement); the CPU path
+    compiles exactly as before. The options' keys exist in this torch and compile: a torch
+    that renamed ``triton.prefer_nd_tiling`` fails here, not at the first GPU step."""
+    import torch
+
+    from verl.workers.engine.fsdp import engine
+
+    seen = []
+    real_compile = torch.compile
+
+    def recording_compile(fn, **kwargs):
+        seen.append(kwargs)
+        return real_compile(fn, **kwargs)
+
+    monkeypatch.setattr(engine.torch, "compile", recording_compile)
+    cpu_model = _two_block_model()
+    engine.compile_decoder_layers(cpu_model)
+    assert seen == [{"dynamic": True, "options": None}] * 2
+    seen.clear()
+    cuda_model = _two_block_model()
+    engine.compile_decoder_layers(cuda_model, device_type="cuda")
+    assert seen == [{"dynamic": True, "options": {"triton.prefer_nd_tiling": True}}] * 2
+    torch._dynamo.reset()
+    x = torch.randn(5, 4)
+    expected = x
+    for layer in _two_block_model():
+        expected = torch.nn.functional.silu(layer.linear(expected)) * expected
+    torch.testing.assert_close(cuda_model(x), expected)  # the options compile (inductor's CPU backend ignores them)
