@@ -18,14 +18,11 @@ gradients everywhere, and equal the reference step where the gradient is well aw
 
 from __future__ import annotations
 
-from collections import Counter
-from contextlib import contextmanager
-
 import pytest
 import torch
 
 from tests.support.models import tiny_model_path
-from tests.workers.engine.fsdp.distributed import reference_log_probs, rollout_batch, run_on_ranks
+from tests.workers.engine.fsdp.distributed import counting_gathers, reference_log_probs, rollout_batch, run_on_ranks
 
 LR, EPS, WD, CLIP, ENT, KL = 1e-3, 1e-6, 0.01, 0.2, 0.01, 0.1
 BATCH = 8
@@ -154,6 +151,7 @@ def _one_variant(
     from verl.workers.actor import DataParallelPPOActor
     from verl.workers.config import FSDPActorConfig, FSDPEngineConfig, HFModelConfig, OptimConfig
     from verl.workers.engine.fsdp.engine import FSDPEngine
+    from verl.workers.engine.fsdp.sharding import fsdp_modules, param_groups
 
     optim = OptimConfig(lr=LR, weight_decay=WD, override_optimizer_config={"eps": EPS, **(optimizer_overrides or {})})
     dp = world // sp
@@ -184,7 +182,11 @@ def _one_variant(
     )
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0}).chunk(dp)[engine.dp_rank]
     data.meta_info.update(micro_batch_size=micro_bsz, use_dynamic_bsz=use_dynamic_bsz, max_token_len=24)
-    log_probs, entropys = (None, None) if skip_log_probs else actor.compute_log_prob(data, calculate_entropy=True)
+    with counting_gathers() as log_prob_gathers:
+        log_probs, entropys = (None, None) if skip_log_probs else actor.compute_log_prob(data, calculate_entropy=True)
+    gathered_after_log_probs = [
+        group.is_unsharded for unit in fsdp_modules(engine.module) for group in param_groups(unit)
+    ]
     grads = {}
 
     def capture_clipped_grads(optimizer, args, kwargs):  # runs on every rank right before the AdamW step
@@ -195,31 +197,15 @@ def _one_variant(
     with counting_gathers() as gathers:
         metrics = actor.update_policy(data)
     params = dict(engine.iter_full_state_dict())
-    out = {"log_probs": log_probs, "entropys": entropys, "metrics": metrics, "gathers": dict(gathers)}
+    out = {
+        "log_probs": log_probs,
+        "entropys": entropys,
+        "metrics": metrics,
+        "gathers": dict(gathers),
+        "log_prob_gathers": dict(log_prob_gathers),
+        "gathered_after_log_probs": gathered_after_log_probs,
+    }
     return {**out, "params": params, "grads": grads} if rank == 0 else out
-
-
-@contextmanager
-def counting_gathers():
-    """``{parameter group id: all-gathers}`` while inside: the ``unshard`` calls that issued one (a prefetch's gather
-    is pending until its wait, and a second ``unshard`` then returns without gathering)."""
-    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
-
-    counts: Counter = Counter()
-    original = FSDPParamGroup.unshard
-
-    def unshard(group, *args, **kwargs):
-        idle = group._all_gather_result is None
-        out = original(group, *args, **kwargs)
-        if idle and group._all_gather_result is not None:
-            counts[id(group)] += 1
-        return out
-
-    FSDPParamGroup.unshard = unshard
-    try:
-        yield counts
-    finally:
-        FSDPParamGroup.unshard = original
 
 
 @pytest.fixture(scope="module")
@@ -418,10 +404,8 @@ def test_a_vision_placeholder_in_a_response_fails_naming_row_and_id(tmp_path):
 
 def _accumulation_rank(rank, world, model_path, batch):
     one_per_row = (1, False, True)  # micro-batches of one row: 4 per rank on 2 ranks, 8 on 1
-    kept = _one_variant(
-        rank, world, model_path, batch, *one_per_row, {"reshard_after_forward": False}, skip_log_probs=True
-    )
-    default = _one_variant(rank, world, model_path, batch, *one_per_row, skip_log_probs=True)
+    kept = _one_variant(rank, world, model_path, batch, *one_per_row, {"reshard_after_forward": False})
+    default = _one_variant(rank, world, model_path, batch, *one_per_row)
     return kept, default
 
 
@@ -429,7 +413,8 @@ def _accumulation_rank(rank, world, model_path, batch):
 def test_parameters_kept_after_forward_are_gathered_once_a_mini_batch_and_the_update_is_unchanged(setup, world):
     """``fsdp_config.reshard_after_forward=False``: each FSDP2 unit all-gathers once for the whole mini-batch, not
     once a micro-batch (``verl.workers.engine.fsdp.accumulation``), and the update is still the hand-written PPO
-    step; the default gathers each unit for every micro-batch's forward and again for its backward."""
+    step; the default gathers each unit for every micro-batch's forward and again for its backward. The log-prob pass
+    before it gathers each kept unit once and leaves it sharded (``forward_only``), with the default's log-probs."""
     path, batch, reference = setup
     micro_batches = BATCH // world
     per_rank = run_on_ranks(_accumulation_rank, world, path, batch)
@@ -438,6 +423,10 @@ def test_parameters_kept_after_forward_are_gathered_once_a_mini_batch_and_the_up
         assert groups == 3  # the tiny Llama's two decoder layers and the root
         assert sorted(kept["gathers"].values()) == [1] * groups
         assert sorted(default["gathers"].values()) == [2 * micro_batches] * groups
+        assert sorted(kept["log_prob_gathers"].values()) == [1] * groups
+        assert sorted(default["log_prob_gathers"].values()) == [micro_batches] * groups
+        assert kept["gathered_after_log_probs"] == default["gathered_after_log_probs"] == [False] * groups
+        torch.testing.assert_close(kept["log_probs"], default["log_probs"], rtol=0, atol=1e-6)
     kept, default = per_rank[0]
     assert_update_matches_reference(kept, reference, "reshard_after_forward=False")
     assert_update_matches_reference(default, reference, "default")

@@ -42,7 +42,7 @@ from verl.workers.actor.loss import (
     update_keys,
 )
 from verl.workers.config import ActorConfig, RefConfig
-from verl.workers.engine.fsdp.accumulation import accumulation
+from verl.workers.engine.fsdp.accumulation import accumulation, forward_only
 from verl.workers.engine.fsdp.forward import forward_log_probs
 from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
@@ -181,7 +181,7 @@ class DataParallelPPOActor(BasePPOActor):
             token_budget(meta.get("max_token_len"), self.sp_size),
         )
         log_probs, entropys = [], []
-        with torch.no_grad():
+        with torch.no_grad(), forward_only(self.actor_module):
             for micro_batch in plan.micro_batches:
                 micro_batch = micro_batch.to(current_device())
                 log_prob, entropy = self._forward_micro_batch(

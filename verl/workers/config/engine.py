@@ -67,7 +67,8 @@ class FSDPEngineConfig(EngineOffloadConfig):
 
     reshard_after_forward: bool = True
     """Free gathered parameters after the forward pass (gather again for backward). False keeps them from a
-    mini-batch's first forward to its last backward: one all-gather per mini-batch instead of two per micro-batch."""
+    mini-batch's first forward to its last backward: one all-gather per mini-batch instead of two per micro-batch
+    (and one per forward-only pass, freed at its end). On one H200 SmolLM2's compiled update ran 5-17% faster."""
 
     fsdp_size: int = -1
     """Ranks per sharding group; -1 shards over all ranks of the role."""

@@ -24,7 +24,7 @@ from verl.trainer.ppo.core_algos import compute_value_loss
 from verl.utils.device import current_device
 from verl.workers.config import CriticConfig
 from verl.workers.critic.base import BasePPOCritic
-from verl.workers.engine.fsdp.accumulation import accumulation
+from verl.workers.engine.fsdp.accumulation import accumulation, forward_only
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
@@ -83,7 +83,7 @@ class DataParallelPPOCritic(BasePPOCritic):
             bool(meta.get("use_dynamic_bsz", False)),
             token_budget(meta.get("max_token_len"), self.sp_size),
         )
-        with torch.no_grad():
+        with torch.no_grad(), forward_only(self.critic_module):
             values = torch.cat([self._forward_micro_batch(mb.to(current_device())).cpu() for mb in plan.micro_batches])
         return plan.restore(values)
 

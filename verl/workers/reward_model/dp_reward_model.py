@@ -9,6 +9,7 @@ from torch import nn
 
 from verl.utils.device import current_device
 from verl.workers.config.reward_model import RewardModelConfig
+from verl.workers.engine.fsdp.accumulation import forward_only
 from verl.workers.engine.fsdp.forward import forward_values
 from verl.workers.reward_model.base import BaseRewardScorer, register_reward_scorer, scores_at_last_token
 
@@ -44,7 +45,8 @@ class DataParallelRewardModel(BaseRewardScorer):
 
     def score_micro_batches(self, micro_batches: list[TensorDict]) -> list[torch.Tensor]:
         self.module.eval()
-        return [self._forward(mb.to(current_device())).float().cpu() for mb in micro_batches]
+        with forward_only(self.module):
+            return [self._forward(mb.to(current_device())).float().cpu() for mb in micro_batches]
 
 
 @register_reward_scorer("fsdp")

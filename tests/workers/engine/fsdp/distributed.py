@@ -7,7 +7,9 @@ import gc
 import os
 import socket
 import tempfile
+from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -131,3 +133,26 @@ def rank_share(batch: dict[str, torch.Tensor], rank: int, world: int, meta_info:
     from verl.protocol import DataProto
 
     return DataProto.from_dict(tensors=batch, meta_info=meta_info or {"temperature": 1.0}).chunk(world)[rank]
+
+
+@contextmanager
+def counting_gathers():
+    """``{parameter group id: all-gathers}`` while inside: the ``unshard`` calls that issued one (a prefetch's gather
+    is pending until its wait, and a second ``unshard`` then returns without gathering)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    counts: Counter = Counter()
+    original = FSDPParamGroup.unshard
+
+    def unshard(group, *args, **kwargs):
+        idle = group._all_gather_result is None
+        out = original(group, *args, **kwargs)
+        if idle and group._all_gather_result is not None:
+            counts[id(group)] += 1
+        return out
+
+    FSDPParamGroup.unshard = unshard
+    try:
+        yield counts
+    finally:
+        FSDPParamGroup.unshard = original

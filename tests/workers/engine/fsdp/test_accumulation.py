@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.models import tiny_model_path
-from tests.workers.engine.fsdp.distributed import rollout_batch, run_on_ranks
+from tests.workers.engine.fsdp.distributed import counting_gathers, rollout_batch, run_on_ranks
 
 
 def _state(engine) -> dict:
@@ -63,3 +63,40 @@ def test_units_kept_after_forward_stay_gathered_between_micro_batches_and_leavin
     assert kept["after_leaving"] == {"gathered": [False] * 3, "after_backward": [True] * 3}
     assert default["after_leaving"] == {"gathered": [False] * 3, "after_backward": [True] * 3}
     assert kept["grad_finite"] and default["grad_finite"]
+
+
+def _forward_only_rank(rank, world, model_path):
+    import torch
+
+    from verl.workers.config import FSDPEngineConfig, HFModelConfig
+    from verl.workers.engine.fsdp.accumulation import forward_only
+    from verl.workers.engine.fsdp.engine import FSDPEngine
+
+    model = HFModelConfig(path=model_path, enable_gradient_checkpointing=False)
+    batch = rollout_batch(batch_size=2)
+    out = {}
+    for name, reshard in (("kept", False), ("default", True)):
+        engine = FSDPEngine(model, FSDPEngineConfig(reshard_after_forward=reshard), None, role="ref").initialize()
+        with counting_gathers() as gathers, torch.no_grad(), forward_only(engine.module):
+            for _ in range(3):  # three micro-batches
+                engine.module(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            out[name] = {"inside": _state(engine)["gathered"]}
+        out[name]["gathers"] = sorted(gathers.values())
+        out[name]["after"] = _state(engine)["gathered"]
+        with pytest.raises(RuntimeError, match="a forward failed"):
+            with torch.no_grad(), forward_only(engine.module):
+                engine.module(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+                raise RuntimeError("a forward failed")
+        out[name]["after_failure"] = _state(engine)["gathered"]
+    return out
+
+
+def test_a_forward_only_pass_gathers_kept_units_once_and_reshards_them_when_it_ends():
+    """Without backward FSDP2 never reshards units kept after forward: ``forward_only`` does when the pass ends (or
+    fails), so the log-prob or reference pass does not leave the model gathered through the next generation."""
+    (result,) = run_on_ranks(_forward_only_rank, 1, tiny_model_path("llama"))
+    kept, default = result["kept"], result["default"]
+    assert kept["gathers"] == [1, 1, 1] and kept["inside"] == [True] * 3
+    assert default["gathers"] == [3, 3, 3] and default["inside"] == [False] * 3
+    assert kept["after"] == kept["after_failure"] == [False] * 3
+    assert default["after"] == default["after_failure"] == [False] * 3

@@ -6,6 +6,10 @@ next micro-batch's forward. Inside :func:`accumulation` those units keep them un
 one gather per unit and mini-batch instead of one per micro-batch. The peak memory does not change (the gathered
 parameters are all held at the end of every forward anyway), nor does the arithmetic (the same parameters, the same
 gradient reductions after each backward). Units that reshard after forward (the default) are left alone.
+
+A pass of forwards alone (log-probs, values, scores under ``torch.no_grad``) keeps such units gathered from its first
+forward on: FSDP2 reshards them only in backward. Inside :func:`forward_only` they are resharded when the pass ends,
+so their gathered copy does not stay into the next phase (the rollout's generation).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from verl.workers.engine.fsdp.sharding import fsdp_modules, param_groups
 
 T = TypeVar("T")
 
-__all__ = ["accumulation", "keeps_gathered_after_forward"]
+__all__ = ["accumulation", "forward_only", "keeps_gathered_after_forward"]
 
 
 def keeps_gathered_after_forward(unit: nn.Module) -> bool:
@@ -54,5 +58,17 @@ def accumulation(module: nn.Module, micro_batches: Sequence[T]) -> Iterator[Iter
         yield each()
     finally:
         _set_reshard_after_backward(units, True)
+        for unit in units:
+            unit.reshard()
+
+
+@contextmanager
+def forward_only(module: nn.Module) -> Iterator[None]:
+    """A pass of forwards without backward over ``module``: its units that keep their parameters gathered after
+    forward gather once for the whole pass and are resharded on leaving (also on an exception)."""
+    units = [unit for unit in fsdp_modules(module) if keeps_gathered_after_forward(unit)]
+    try:
+        yield
+    finally:
         for unit in units:
             unit.reshard()
