@@ -77,8 +77,8 @@ def _two_block_model():
 
 def test_cuda_layers_compile_with_nd_tiling_and_cpu_layers_without(monkeypatch):
     """On CUDA the decoder layers get ``CUDA_COMPILE_OPTIONS`` (its docstring has the measurement); the CPU path
-    compiles exactly as before. The options' keys exist in this torch and compile: a torch
-    that renamed ``triton.prefer_nd_tiling`` fails here, not at the first GPU step."""
+    compiles exactly as before. The options' keys exist in this torch and compile: a torch that renamed
+    ``triton.prefer_nd_tiling`` fails here, not at the first GPU step."""
     import torch
 
     from verl.workers.engine.fsdp import engine
