@@ -34,6 +34,10 @@ def keeps_gathered_after_forward(unit: nn.Module) -> bool:
     return bool(groups) and all(group.post_forward_mesh_info is None for group in groups)
 
 
+def _kept_units(module: nn.Module) -> list[nn.Module]:
+    return [unit for unit in fsdp_modules(module) if keeps_gathered_after_forward(unit)]
+
+
 def _set_reshard_after_backward(units: list[nn.Module], value: bool) -> None:
     for unit in units:
         unit.set_reshard_after_backward(value, recurse=False)
@@ -47,7 +51,7 @@ def accumulation(module: nn.Module, micro_batches: Sequence[T]) -> Iterator[Iter
     backward, which reshards them as usual. Leaving early (an exception, a ``break``) reshards them and puts FSDP2's
     settings back, so the next step finds the module as before.
     """
-    units = [unit for unit in fsdp_modules(module) if keeps_gathered_after_forward(unit)]
+    units = _kept_units(module)
 
     def each() -> Iterator[T]:
         for index, micro_batch in enumerate(micro_batches):
@@ -66,7 +70,7 @@ def accumulation(module: nn.Module, micro_batches: Sequence[T]) -> Iterator[Iter
 def forward_only(module: nn.Module) -> Iterator[None]:
     """A pass of forwards without backward over ``module``: its units that keep their parameters gathered after
     forward gather once for the whole pass and are resharded on leaving (also on an exception)."""
-    units = [unit for unit in fsdp_modules(module) if keeps_gathered_after_forward(unit)]
+    units = _kept_units(module)
     try:
         yield
     finally:
