@@ -27,6 +27,8 @@
 #           the common set without Ray is enough)
 #   update15 issue 15's "done when" update benchmark: the default path on Qwen2.5-0.5B's and SmolLM2's shapes (about
 #           200 s, the 0.5B's child 80-110 s; with `trl` after it, issue 15's whole GPU part in one call)
+#   update15g update15 with reshard_after_forward=False (units kept gathered; nd tiling is the default since session
+#           32): the one-GPU setting docs/fsdp_engine.md recommends, both shapes (about 200 s; the common set is enough)
 #   keep15  issue 15's 0.5B update, the default against reshard_after_forward=False, which now keeps each unit gathered
 #           from a mini-batch's first forward to its last backward (one gather a step, not four; session 31's profile:
 #           35 ms of FSDP2 copies a step), and inductor's nd tiling (RoPE's compiled kernels: 28.5 ms a step against a
@@ -53,6 +55,8 @@
 #           speed (cpu_probe), as gapctx does for the isolated setups; the table then sets the loop against the bare
 #           engine at the same host speed (about 350 s cold, 220 s warm)
 #   trl     issue 15's ratio: SGLang's loop and TRL's GRPOTrainer in one call (about 220 s warm)
+#   trlg    `trl` with the actor and the reference kept gathered (reshard_after_forward=False), as `gatherloop`'s
+#           second run: issue 15's ratio with the one-GPU setting (about 220 s warm)
 #   bare    vLLM's bare engine in its own process layout and in one process (inproc without the loop and TRL)
 #   gap     issue 14's SGLang gap, the loop's parts one at a time (benchmarks/gpu/sglang_gap.py): the bare engine, the
 #           rollout with its sharding manager in one process, the same inside a Ray worker holding the GPU; the loop's
@@ -150,6 +154,8 @@ for preset in "$@"; do
       tests/utils/test_triton_logprobs.py tests/workers/engine/fsdp/test_attention.py ;;
     update15) PYTHONPATH=$VL item update15 360 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam --budget 200 --timeout 150 --out "$OUT" ;;
+    update15g) PYTHONPATH=$VL item update15g 360 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
+      smollm2-135m --variants varlen+logits+compile+fusedadam+noreshard --budget 200 --timeout 150 --out "$OUT" ;;
     gaps15) PYTHONPATH=$VL item gaps15 240 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       --variants varlen+logits+compile+fusedadam+profile --steps 8 --budget 120 --timeout 200 --out "$OUT" ;;
     keep15) PYTHONPATH=$VL item keep15 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
@@ -189,6 +195,8 @@ for preset in "$@"; do
     ratioctx) grpo ratioctx 580 --memory-sample-ms 0 --timeout 240 --steps 12 --standalone-repeats 12 \
       --gpu-monitor --runs standalone-sglang,sglang ;;
     trl) grpo trl 400 --memory-sample-ms 0 --timeout 200 --runs sglang,trl ;;
+    trlg) grpo trlg 400 --memory-sample-ms 0 --timeout 200 --runs sglang@gathered,trl \
+      --variant gathered=actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False,actor_rollout_ref.ref.fsdp_config.reshard_after_forward=False ;;
     bare) grpo bare 300 --memory-sample-ms 0 --timeout 150 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc ;;
     gap) PYTHONPATH=$SG item gap 400 python3 -m benchmarks.gpu.sglang_gap --data .carry/data/train.parquet \
