@@ -437,6 +437,11 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     return records, summary
 
 
+def in_run_order(summaries: dict[str, dict], runs: list[str]) -> dict[str, dict]:
+    """The finished runs' summaries in the order ``--runs`` gave them (lanes finish in any order)."""
+    return {name: summaries[name] for name in runs if name in summaries}
+
+
 def _card() -> str:
     try:
         import pynvml
@@ -479,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     args.model = prepare_model(args)
     print(f"[bench] model {args.model} ready after {time.perf_counter() - started:.1f} s", flush=True)
     summaries: dict[str, dict] = {}
+    card = _card()
     results_path = out / "results.jsonl"
     write_lock = threading.Lock()
     with open(results_path, "a") as results:
@@ -500,19 +506,21 @@ def main(argv: list[str] | None = None) -> int:
                         results.flush()
                         shown = {k: v for k, v in summary.items() if k not in ("generations", "windows")}
                         print(f"[bench] {name}: {json.dumps(shown)}", flush=True)
+                        # after every run, so that a call cut by its limit still brings back the finished runs' table
+                        (out / "table.md").write_text(render_table(in_run_order(summaries, runs), card))
 
         threads = [threading.Thread(target=lane, args=(gpu, names), daemon=True) for gpu, names in lanes.items()]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    summaries = {name: summaries[name] for name in runs if name in summaries}  # table rows in the order given
+    summaries = in_run_order(summaries, runs)
     with tarfile.open(out / "logs.tar.gz", "w:gz") as archive:
         patterns = ("*.log", "*.metrics.jsonl", "*.pyspy.txt*", "*.cpu.jsonl", "*.probe.jsonl", "*.profile/*")
         for log in sorted({path for pattern in patterns for path in out.glob(pattern)}):
             archive.add(log, arcname=str(log.relative_to(out)))
             log.unlink()
-    table = render_table(summaries, _card())
+    table = render_table(summaries, card)
     (out / "table.md").write_text(table)
     print(f"[bench] total {time.perf_counter() - started:.0f} s\n")
     print(table, flush=True)

@@ -14,6 +14,8 @@
 #   warm    every compile cache filled: one step of each engine's loop and each bare engine (cold: about 560 s)
 #   table   issue 14's table: 6 steps of sglang, vllm and hf, and both bare engines (about 480 s warm), with the
 #           monitors, so each loop is also set against its bare engine at the same host speed (session 26)
+#   table14 `table` without the monitors and with hf first: issue 14's "done when" table in one call (session 33's
+#           `table` took 468 s for its first four runs on a slow machine, and the call's limit cut hf, its last)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
@@ -140,6 +142,7 @@ for preset in "$@"; do
       --runs standalone-sglang,sglang,standalone-vllm,vllm ;;
     table) grpo table 580 --memory-sample-ms 100 --timeout 200 --gpu-monitor \
       --runs standalone-sglang,sglang,standalone-vllm,vllm,hf ;;
+    table14) grpo table14 590 --memory-sample-ms 100 --timeout 200 --runs hf,standalone-sglang,sglang,standalone-vllm,vllm ;;
     inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \

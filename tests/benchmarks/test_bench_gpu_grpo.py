@@ -74,6 +74,14 @@ def test_lanes_parse_into_one_run_list_per_gpu():
             bench_gpu_grpo.parse_lanes(bad)
 
 
+def test_finished_runs_keep_the_order_runs_gave_them_and_unfinished_ones_are_left_out():
+    # two lanes finished out of order; the third run was cut by the call's limit (session 33's `table`: hf)
+    finished = {"vllm": {"step_s": 2.3}, "sglang": {"step_s": 2.2}}
+    ordered = bench_gpu_grpo.in_run_order(finished, ["sglang", "vllm", "hf"])
+    assert list(ordered) == ["sglang", "vllm"]
+    assert ordered["vllm"] == {"step_s": 2.3}
+
+
 def test_stopping_a_monitor_stops_every_process_of_its_pipeline(tmp_path):
     import subprocess
     import time
