@@ -174,6 +174,7 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0})
     seqlens = batch["attention_mask"].sum(-1).tolist()
     counter = FlopsCounter(engine.hf_config())
+    head_tokens = actor.output_layer_tokens(data)  # the output layer runs on the response rows alone
 
     def sync() -> None:
         if cuda:
@@ -219,10 +220,11 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
         "step_s": step_s,
         "step_s_all": times,
         "tokens_per_s": sum(seqlens) / step_s,
-        "mfu_update": counter.mfu(seqlens, step_s, 1),
-        "tflops_update": counter.step_flops(seqlens) / step_s / 1e12,
+        "head_tokens": head_tokens,
+        "mfu_update": counter.mfu(seqlens, step_s, 1, head_tokens=head_tokens),
+        "tflops_update": counter.step_flops(seqlens, head_tokens=head_tokens) / step_s / 1e12,
         "infer_s": infer_s,
-        "mfu_infer": counter.mfu(seqlens, infer_s, 1, backward=False),
+        "mfu_infer": counter.mfu(seqlens, infer_s, 1, backward=False, head_tokens=head_tokens),
         "grad_norm": metrics["actor/grad_norm"][0],
         "peak_infer_gb": peak_gb,
         "peak_update_gb": peak_update_gb,

@@ -15,6 +15,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import agg_loss
 from verl.utils.torch_functional import entropy_from_logits
 from verl.workers.actor.dp_actor import MODEL_INPUT_KEYS, DataParallelPPOActor
+from verl.workers.engine.fsdp.forward import keeps_logit_rows
 
 TEACHER_KEYS = ["teacher_topk_log_probs", "teacher_topk_indices"]
 
@@ -22,13 +23,16 @@ __all__ = ["DistillActor", "TEACHER_KEYS", "response_logits"]
 
 
 def response_logits(module, micro_batch, temperature: float) -> torch.Tensor:
-    """``(bs, R, V)`` tempered logits predicting each response token (padded forward)."""
+    """``(bs, R, V)`` tempered logits predicting each response token (padded forward; the output layer runs on the
+    last ``R + 1`` columns alone where the model takes ``logits_to_keep``)."""
     response_length = micro_batch["responses"].shape[-1]
+    keep = {"logits_to_keep": response_length + 1} if keeps_logit_rows(module) else {}
     logits = module(
         input_ids=micro_batch["input_ids"],
         attention_mask=micro_batch["attention_mask"],
         position_ids=padded_model_position_ids(micro_batch["position_ids"]),
         use_cache=False,
+        **keep,
     ).logits
     return logits[:, -response_length - 1 : -1].float() / temperature
 

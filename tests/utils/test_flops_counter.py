@@ -29,6 +29,20 @@ def test_step_flops_match_hand_count(arch):
     assert peak is None and compute_mfu(achieved, peak, world_size=2) == 0.0
 
 
+def test_output_layer_on_some_positions():
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_model_path("llama"))
+    counter = FlopsCounter(config, device_name="cpu")
+    head = config.vocab_size * config.hidden_size
+    seqlens = [5, 12, 7]
+    # 24 tokens through the layers, 9 through the output layer: 15 head rows fewer, forward + backward
+    assert counter.step_flops(seqlens, head_tokens=9) == counter.step_flops(seqlens) - 6 * head * 15
+    assert counter.step_flops(seqlens, backward=False, head_tokens=9) == pytest.approx(
+        (counter.step_flops(seqlens) - 6 * head * 15) / 3
+    )
+
+
 def test_peak_table_and_unknown_devices():
     assert get_device_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert get_device_peak_tflops("NVIDIA H200") == 989.0
@@ -81,3 +95,7 @@ def test_phase_mfu_uses_the_whole_batch_over_all_ranks():
     expected = counter.step_flops([4, 4]) * 3 / 0.5 / 1e12 / (989.0 * 2)
     assert phase_mfu(counter, data, 0.5, engine, backward=True, passes=3) == pytest.approx(expected)
     assert phase_mfu(None, data, 0.5, engine, backward=True) is None
+    # the output layer on 3 of this rank's 8 tokens: on 3/8 of the whole batch's 14 as well
+    data.meta_info["global_token_num"] = [4, 4, 6]
+    expected = counter.step_flops([4, 4, 6], backward=False, head_tokens=14 * 3 / 8) / 0.5 / 1e12 / (989.0 * 4)
+    assert phase_mfu(counter, data, 0.5, engine, backward=False, head_tokens=3) == pytest.approx(expected)

@@ -6,7 +6,8 @@ forward + backward cost ``6 N T`` (Kaplan et al. 2020, arXiv:2001.08361 §2.1) p
 head, backward twice that); a forward pass alone (log-probs, values) is a third of that: ``2 N T`` and
 ``4 * sum(s^2) * ...``. These are model FLOPs: activation recomputation and the fused head's recomputed logits
 are not counted (MFU, not hardware FLOPs utilisation). The output layer is the vocabulary projection of a
-causal LM, or a ``hidden x 1`` value head for a critic (``output_size=1``). The attention term counts the full
+causal LM, or a ``hidden x 1`` value head for a critic (``output_size=1``); where a pass runs it on some positions
+alone (the actor's log-probs of the responses), ``head_tokens`` says on how many. The attention term counts the full
 ``s x s`` score matrix, as verl's counter does. The device's peak comes from a table of dense bf16 tensor-core
 numbers; an unknown device (CPU included) has no peak, and MFU is then reported as 0, never guessed.
 """
@@ -65,25 +66,36 @@ class FlopsCounter:
         mlp = 3 * c.hidden_size * c.intermediate_size
         return c.num_hidden_layers * (attention + mlp) + self.output_size * c.hidden_size
 
-    def step_flops(self, batch_seqlens: list[int], backward: bool = True) -> float:
-        """FLOPs of one pass over sequences of lengths ``batch_seqlens``: forward + backward, or forward alone."""
+    def step_flops(self, batch_seqlens: list[int], backward: bool = True, head_tokens: float | None = None) -> float:
+        """FLOPs of one pass over sequences of lengths ``batch_seqlens``: forward + backward, or forward alone; the
+        output layer on ``head_tokens`` positions (default: every token)."""
         c = self.config
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         tokens = sum(batch_seqlens)
         square_sum = sum(s * s for s in batch_seqlens)
-        dense = 6 * self.matmul_params() * tokens
+        head_params = self.output_size * c.hidden_size
+        head_tokens = tokens if head_tokens is None else head_tokens
+        dense = 6 * ((self.matmul_params() - head_params) * tokens + head_params * head_tokens)
         attention = 12 * square_sum * head_dim * c.num_attention_heads * c.num_hidden_layers
         return float(dense + attention) if backward else float(dense + attention) / 3
 
     def estimate_flops(
-        self, batch_seqlens: list[int], delta_time: float, backward: bool = True
+        self, batch_seqlens: list[int], delta_time: float, backward: bool = True, head_tokens: float | None = None
     ) -> tuple[float, float | None]:
         """``(achieved TFLOPS, peak TFLOPS of one device or None)``; divide achieved by world size × peak for MFU."""
-        return self.step_flops(batch_seqlens, backward) / delta_time / 1e12, self.peak_tflops
+        return self.step_flops(batch_seqlens, backward, head_tokens) / delta_time / 1e12, self.peak_tflops
 
-    def mfu(self, batch_seqlens: list[int], delta_time: float, world_size: int, backward: bool = True) -> float:
-        """MFU of ``world_size`` devices that together ran one pass over ``batch_seqlens`` in ``delta_time`` s."""
-        achieved, peak = self.estimate_flops(batch_seqlens, delta_time, backward)
+    def mfu(
+        self,
+        batch_seqlens: list[int],
+        delta_time: float,
+        world_size: int,
+        backward: bool = True,
+        head_tokens: float | None = None,
+    ) -> float:
+        """MFU of ``world_size`` devices that together ran one pass over ``batch_seqlens`` in ``delta_time`` s (the
+        output layer on ``head_tokens`` positions, default all)."""
+        achieved, peak = self.estimate_flops(batch_seqlens, delta_time, backward, head_tokens)
         return compute_mfu(achieved, peak, world_size)
 
 

@@ -430,3 +430,23 @@ def test_parameters_kept_after_forward_are_gathered_once_a_mini_batch_and_the_up
     kept, default = per_rank[0]
     assert_update_matches_reference(kept, reference, "reshard_after_forward=False")
     assert_update_matches_reference(default, reference, "default")
+
+
+def test_output_layer_tokens_count_the_response_rows():
+    """The MFU metric's output-layer positions: each row's last prompt token and its response tokens but the last
+    column where the packed forward runs the head on those alone; every token (None) in the padded forward."""
+    from transformers import AutoModelForCausalLM
+
+    from verl.protocol import DataProto
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+    from verl.workers.config.actor import FSDPActorConfig
+
+    module = AutoModelForCausalLM.from_pretrained(tiny_model_path("llama"))
+    config = FSDPActorConfig(ppo_mini_batch_size=2, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1)
+    attention_mask = torch.tensor([[0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
+    batch = rollout_batch(batch_size=2, prompt_length=3, response_length=3)
+    batch["attention_mask"] = attention_mask
+    data = DataProto.from_dict(tensors=batch)
+    # response length 3, columns 2..4: 3 tokens in row 0 and 3 in row 1
+    assert DataParallelPPOActor(config, module, use_remove_padding=True).output_layer_tokens(data) == 6
+    assert DataParallelPPOActor(config, module, use_remove_padding=False).output_layer_tokens(data) is None

@@ -20,3 +20,8 @@ class BasePPOActor(ABC):
     @abstractmethod
     def update_policy(self, data: DataProto) -> dict:
         """Run the PPO update on ``data``; returns metrics (name -> list of values)."""
+
+    def output_layer_tokens(self, data: DataProto) -> int | None:
+        """How many positions of ``data`` (this rank's rows) a log-prob pass runs the output layer on, for the MFU
+        metric; None: every token (the default)."""
+        return None

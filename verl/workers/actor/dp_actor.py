@@ -43,7 +43,7 @@ from verl.workers.actor.loss import (
 )
 from verl.workers.config import ActorConfig, RefConfig
 from verl.workers.engine.fsdp.accumulation import accumulation, forward_only
-from verl.workers.engine.fsdp.forward import forward_log_probs
+from verl.workers.engine.fsdp.forward import forward_log_probs, head_rows_only
 from verl.workers.engine.fsdp.head import check_fused_head_supported
 from verl.workers.engine.fsdp.optim import clip_grad_norm_and_step
 from verl.workers.engine.fsdp.ulysses import UlyssesMesh
@@ -107,6 +107,14 @@ class DataParallelPPOActor(BasePPOActor):
             check_fused_head_supported(actor_module)
 
     # ------------------------------------------------------------------ forward
+    def output_layer_tokens(self, data: DataProto) -> int | None:
+        """The positions that predict a response token (each row's last prompt token and its response tokens but
+        the last column), where :func:`forward_log_probs` runs the output layer on those alone; else None."""
+        if not head_rows_only(self.actor_module, self.use_remove_padding, self.ulysses):
+            return None
+        response_length = data.batch["responses"].shape[-1]
+        return int(data.batch["attention_mask"][:, -response_length - 1 : -1].sum())
+
     def _check_placeholders(self, data: DataProto) -> None:
         """A multimodal batch whose responses hold an image/video placeholder id fails here, naming the row, instead
         of inside transformers' forward (:func:`check_response_placeholders`)."""
@@ -150,6 +158,7 @@ class DataParallelPPOActor(BasePPOActor):
             ulysses=self.ulysses,
             use_fused_kernels=self.use_fused_kernels,
             compiled=self.use_torch_compile,
+            response_length=response_length,
         )
         # zero outside the response: the slot after a sequence's last token holds a cross-sequence label
         valid = micro_batch["attention_mask"][:, -response_length:].bool()

@@ -51,17 +51,23 @@ def make_flops_counter(hf_config, output_size: int | None = None):
     return FlopsCounter(hf_config, output_size=output_size)
 
 
-def phase_mfu(flops_counter, data, elapsed: float, engine, backward: bool, passes: int = 1) -> float | None:
+def phase_mfu(
+    flops_counter, data, elapsed: float, engine, backward: bool, passes: int = 1, head_tokens: int | None = None
+) -> float | None:
     """MFU of a phase that ran ``passes`` passes over ``data`` in ``elapsed`` seconds on this rank. The whole
     batch's lengths (``meta_info['global_token_num']``, set by the trainer) over all of ``engine``'s ranks when
     known, else this rank's rows over the ranks that compute them together (``world_size // dp_size``: the
-    sequence-parallel group of FSDP, the tensor x pipeline group of Megatron). None without a counter."""
+    sequence-parallel group of FSDP, the tensor x pipeline group of Megatron). ``head_tokens``: the positions of
+    this rank's rows that the output layer ran on (the actor's ``output_layer_tokens``; None: every token), scaled
+    with the tokens to the whole batch. None without a counter."""
     if flops_counter is None:
         return None
+    local = data.batch["attention_mask"].sum(-1).tolist()
     seqlens, world = data.meta_info.get("global_token_num"), engine.world_size
     if seqlens is None:  # only this rank's share is known (computed by its model- or sequence-parallel group)
-        seqlens, world = data.batch["attention_mask"].sum(-1).tolist(), engine.world_size // engine.dp_size
-    return passes * flops_counter.mfu(seqlens, elapsed, world, backward=backward)
+        seqlens, world = local, engine.world_size // engine.dp_size
+    head = None if head_tokens is None else head_tokens * sum(seqlens) / max(sum(local), 1)
+    return passes * flops_counter.mfu(seqlens, elapsed, world, backward=backward, head_tokens=head)
 
 
 def max_memory_allocated_gb() -> float:
@@ -81,25 +87,35 @@ def timed(out: dict, key: str):
         out[key] = time.perf_counter() - start
 
 
-def forward_with_metrics(metric: str, engine, flops_counter, data, forward: Callable[[], Any]) -> tuple[Any, dict]:
+def forward_with_metrics(
+    metric: str, engine, flops_counter, data, forward: Callable[[], Any], head_tokens: int | None = None
+) -> tuple[Any, dict]:
     """``(forward(), metrics)`` for a forward-only pass over ``data``: ``metrics`` is ``{metric: MFU}`` (empty when
-    there is no counter)."""
+    there is no counter; ``head_tokens`` as in :func:`phase_mfu`)."""
     start = time.perf_counter()
     out = forward()
-    mfu = phase_mfu(flops_counter, data, time.perf_counter() - start, engine, backward=False)
+    mfu = phase_mfu(flops_counter, data, time.perf_counter() - start, engine, backward=False, head_tokens=head_tokens)
     return out, {} if mfu is None else {metric: mfu}
 
 
-def update_with_metrics(role_name: str, engine, flops_counter, data, epochs: int, update: Callable[[], dict]) -> dict:
+def update_with_metrics(
+    role_name: str,
+    engine,
+    flops_counter,
+    data,
+    epochs: int,
+    update: Callable[[], dict],
+    head_tokens: int | None = None,
+) -> dict:
     """Run ``update()`` (the role's PPO update over ``data``, ``epochs`` passes) with the optimizer state on the device,
     then add ``perf/mfu/<role_name>``, ``perf/max_memory_allocated_gb`` and ``<role_name>/lr`` to its metrics; advances
-    the LR schedule by one step."""
+    the LR schedule by one step (``head_tokens`` as in :func:`phase_mfu`)."""
     engine.load_optimizer()
     start = time.perf_counter()
     metrics = update()
     elapsed = time.perf_counter() - start
     engine.offload_optimizer()
-    mfu = phase_mfu(flops_counter, data, elapsed, engine, backward=True, passes=epochs)
+    mfu = phase_mfu(flops_counter, data, elapsed, engine, backward=True, passes=epochs, head_tokens=head_tokens)
     if mfu is not None:
         metrics[f"perf/mfu/{role_name}"] = mfu
     metrics["perf/max_memory_allocated_gb"] = max_memory_allocated_gb()

@@ -48,6 +48,7 @@ class ActorRoleBase(CheckpointedRole):
             self.flops_counter,
             data,
             lambda: self.actor.compute_log_prob(data, calculate_entropy=calculate_entropy),
+            self.actor.output_layer_tokens(data),
         )
         return out
 
@@ -60,7 +61,8 @@ class ActorRoleBase(CheckpointedRole):
                 return self.actor.update_policy(data)
 
         epochs = int(self.config.ppo_epochs)
-        return update_with_metrics("actor", self.engine, self.flops_counter, data, epochs, update_policy)
+        head_tokens = self.actor.output_layer_tokens(data)
+        return update_with_metrics("actor", self.engine, self.flops_counter, data, epochs, update_policy, head_tokens)
 
 
 class ReferenceRoleBase:
@@ -81,7 +83,7 @@ class ReferenceRoleBase:
             return log_probs
 
         log_probs, self.last_metrics = forward_with_metrics(
-            "perf/mfu/ref", self.engine, self.flops_counter, data, forward
+            "perf/mfu/ref", self.engine, self.flops_counter, data, forward, self.actor.output_layer_tokens(data)
         )
         return log_probs
 

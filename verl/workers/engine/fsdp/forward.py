@@ -8,10 +8,16 @@ sequence-parallel group and the outputs gathered back (``ulysses.forward_packed`
 Log-probs and entropy come from :mod:`verl.utils.chunked_logprobs`: from the model's logits a chunk of rows at
 a time (no float32 copy of the ``(T, V)`` logits), or with ``use_fused_kernels`` from the last hidden states
 through the fused head (:mod:`verl.workers.engine.fsdp.head`), so the ``(T, V)`` logits never exist.
+
+With ``response_length`` (the actor and the reference, whose callers keep only the response slice) the output
+layer runs on the positions that predict a response token alone: the packed rows of padded columns
+``S - R - 1 .. S - 2`` go to the model as transformers' ``logits_to_keep``, the prompt rows skip the vocabulary
+projection and the log-softmax, and their outputs are 0. On GSM8K-like batches that is half the tokens or more.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -35,26 +41,62 @@ def _packed_positions(packed: PackedBatch) -> torch.Tensor:
     return packed.position_ids
 
 
+def keeps_logit_rows(module: nn.Module) -> bool:
+    """Whether the causal LM's forward takes transformers' ``logits_to_keep`` (a peft wrapper passes it through
+    to its base model)."""
+    base = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
+def head_rows_only(module: nn.Module, use_remove_padding: bool, ulysses: UlyssesMesh | None) -> bool:
+    """Whether :func:`forward_log_probs` with ``response_length`` runs the output layer on the response rows alone:
+    packed, without Ulysses (which splits the pack over ranks), and a model that takes ``logits_to_keep``."""
+    return use_remove_padding and not (ulysses is not None and ulysses.enabled) and keeps_logit_rows(module)
+
+
+def response_head_rows(packed: PackedBatch, attention_mask: torch.Tensor, response_length: int) -> torch.Tensor:
+    """Packed indices ``(K,)`` of the positions whose next token is a response token: the padded columns
+    ``S - R - 1 .. S - 2`` (a sequence's last prompt token and its response but the last column) that hold a
+    token."""
+    seqlen = attention_mask.shape[-1]
+    columns = torch.arange(seqlen, device=attention_mask.device)
+    wanted = (columns >= seqlen - response_length - 1) & (columns < seqlen - 1)
+    rows = (attention_mask.bool() & wanted).reshape(-1)[packed.indices.to(attention_mask.device)]
+    return torch.nonzero(rows, as_tuple=False).flatten()
+
+
 def _run_packed(
     module: nn.Module,
     packed: PackedBatch,
     heads: PerTokenHeads,
     ulysses: UlyssesMesh | None,
     multi_modal_inputs: dict | None = None,
+    head_rows: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """``heads`` applied to the model outputs of the whole pack: ``[per-token (T,), ...]``. The sequence
-    boundaries go to the attention functions as transformers' flash-attention kwargs."""
+    boundaries go to the attention functions as transformers' flash-attention kwargs. With ``head_rows (K,)``
+    the output layer and ``heads`` see those rows alone, and the other rows' outputs are 0."""
     if ulysses is not None and ulysses.enabled:
         if multi_modal_inputs or packed.position_ids.dim() != 2:
             raise ValueError("Ulysses sequence parallelism takes text-only batches with (bs, S) position_ids")
         return forward_packed(module, packed, ulysses, heads)
+    keep = {} if head_rows is None else {"logits_to_keep": head_rows.to(packed.input_ids.device)}
     outputs = module(
         input_ids=packed.input_ids,
         position_ids=_packed_positions(packed),
         **packed.attention_kwargs(),
         **_model_kwargs(multi_modal_inputs),
+        **keep,
     ).logits
-    return heads(outputs[0], packed.next_token_labels())
+    labels = packed.next_token_labels()
+    if head_rows is None:
+        return heads(outputs[0], labels)
+    rows = keep["logits_to_keep"]
+    full = []
+    for column in heads(outputs[0], labels[rows]):
+        out = column.new_zeros(labels.shape[0])
+        full.append(out.index_copy(0, rows, column))  # out of place: autograd reaches the kept rows
+    return full
 
 
 def _require_packing(ulysses: UlyssesMesh | None) -> None:
@@ -101,6 +143,7 @@ def forward_log_probs(
     ulysses: UlyssesMesh | None = None,
     use_fused_kernels: bool = False,
     compiled: bool = False,
+    response_length: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token ``log_probs (bs, S)`` and optionally ``entropy (bs, S)`` of the tempered distribution.
 
@@ -109,7 +152,9 @@ def forward_log_probs(
     ``sum_v pi_v^2``); it needs the logits, so not with ``use_fused_kernels``. ``multi_modal_inputs``
     (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in row order) go to the
     model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``. ``use_fused_kernels`` runs the
-    fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile."""
+    fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile. ``response_length`` ``R``: only
+    the positions that predict the last ``R`` columns are computed (the others are 0), where the pack runs without
+    Ulysses and the model takes ``logits_to_keep`` (:func:`head_rows_only`)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_fused_kernels and ulysses is not None and ulysses.enabled:
@@ -118,13 +163,17 @@ def forward_log_probs(
         raise ValueError("a per-token statistic of the logits (entropy_fn) needs them: not with use_fused_kernels")
     if use_remove_padding:
         packed = pack(input_ids, attention_mask, position_ids)
+        rows = None
+        if response_length is not None and head_rows_only(module, use_remove_padding, ulysses):
+            rows = response_head_rows(packed, attention_mask, response_length)
         if use_fused_kernels:
             labels = packed.next_token_labels()
+            labels = labels if rows is None else labels[rows.to(labels.device)]
             with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
-                outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs)
+                outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs, rows)
         else:
             heads = _log_prob_heads(temperature, calculate_entropy, compiled, entropy_fn)
-            outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs)
+            outputs = _run_packed(module, packed, heads, ulysses, multi_modal_inputs, rows)
         entropy = packed.unpack(outputs[1]) if calculate_entropy else None
         return packed.unpack(outputs[0]), entropy
     _require_packing(ulysses)
