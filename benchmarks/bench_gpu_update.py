@@ -127,6 +127,11 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
         from verl.workers.engine.fsdp import engine as fsdp_engine
 
         fsdp_engine.CUDA_COMPILE_OPTIONS = {}
+    if spec["all_rows"]:  # the output layer on every packed token (each variant runs in its own child process)
+        from verl.workers.actor import dp_actor
+        from verl.workers.engine.fsdp import forward
+
+        forward.head_rows_only = dp_actor.head_rows_only = lambda *_args: False
     if spec["kernel"]:
         from benchmarks.gpu.packed_attention import use_kernel
 
