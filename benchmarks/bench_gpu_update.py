@@ -127,11 +127,10 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
         from verl.workers.engine.fsdp import engine as fsdp_engine
 
         fsdp_engine.CUDA_COMPILE_OPTIONS = {}
-    if spec["all_rows"]:  # the output layer on every packed token (each variant runs in its own child process)
-        from verl.workers.actor import dp_actor
+    if spec["rows"]:  # the output layer on the response rows on CUDA too (each variant runs in its own child process)
         from verl.workers.engine.fsdp import forward
 
-        forward.head_rows_only = dp_actor.head_rows_only = lambda *_args: False
+        forward.RESPONSE_ROWS_DEVICES = (*forward.RESPONSE_ROWS_DEVICES, "cuda")
     if spec["kernel"]:
         from benchmarks.gpu.packed_attention import use_kernel
 
@@ -179,7 +178,7 @@ def run_variant(shape: str, variant: str, root: Path, steps: int) -> dict:
     data = DataProto.from_dict(tensors=batch, meta_info={"temperature": 1.0})
     seqlens = batch["attention_mask"].sum(-1).tolist()
     counter = FlopsCounter(engine.hf_config())
-    head_tokens = actor.output_layer_tokens(data)  # the output layer runs on the response rows alone
+    head_tokens = actor.output_layer_tokens(data)  # None: the output layer on every token
 
     def sync() -> None:
         if cuda:

@@ -47,9 +47,9 @@
 #   rootonly issue 15's update on both shapes, the default against one FSDP2 unit (the root alone,
 #           fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]): per-layer units' hooks and gathers are host
 #           work in a near host-bound step (about 320 s; the common set without Ray is enough)
-#   rows15  issue 15's 0.5B update, the default (since session 34 the output layer on the response rows alone)
-#           against `+allrows` (every packed token, as before), A B A B, 8 timed steps each (about 340 s; the common
-#           set without Ray is enough: .stage-cm/1/install.sh)
+#   rows15  issue 15's 0.5B update, the default (the output layer on every packed token on CUDA) against `+rows`
+#           (on the response rows alone, the CPU's default since session 34), A B A B, 8 timed steps each (about
+#           340 s; the common set without Ray is enough: .stage-cm/1/install.sh)
 #   shapes  issue 15's 0.5B update (the default) against static-shape decoder layers (profiled: RoPE's kernels),
 #           inductor's nd tiling and token-major RoPE (about 250 s; the common set without Ray is enough)
 #   ratio   issue 14's SGLang ratio without NVML sampling: the bare engine before and after the loop, and TRL in the
@@ -190,8 +190,8 @@ for preset in "$@"; do
       varlen+logits+compile+fusedadam+noreshard varlen+logits+compile+fusedadam+noreshard+ndtiling --steps 8 \
       --budget 240 --timeout 110 --out "$OUT" ;;
     rows15) PYTHONPATH=$VL item rows15 420 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
-      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+allrows \
-      varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+allrows --steps 8 --budget 360 \
+      --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rows \
+      varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rows --steps 8 --budget 360 \
       --timeout 130 --out "$OUT" ;;
     rootonly) PYTHONPATH=$VL item rootonly 400 python3 -m benchmarks.bench_gpu_update --shapes qwen2.5-0.5b \
       smollm2-135m --variants varlen+logits+compile+fusedadam varlen+logits+compile+fusedadam+rootonly \

@@ -64,10 +64,10 @@ BASE = dict(
     # on since session 32; False: the layers compiled without it, as before)
     rope_tokens=False,  # RoPE on the token-major projections (benchmarks/gpu/rope_layout.py)
     root_only=False,  # fsdp_config.wrap_policy.transformer_layer_cls_to_wrap=[]: one FSDP2 unit, the root
-    all_rows=False,  # the output layer on every packed token, as before session 34 (now: the response rows alone)
+    rows=False,  # the output layer on the response rows alone on CUDA too (session 34: the default on the CPU only)
 )
 VARIANTS = {
-    "sdpa+logits": dict(attn="sdpa", all_rows=True),  # the previous default path: block-diagonal mask, full logits
+    "sdpa+logits": dict(attn="sdpa"),  # the previous default path: block-diagonal mask, full logits
     "varlen+logits": dict(),
     "varlen+fused": dict(fused=True),
     "varlen+fused+liger": dict(fused=True, liger=True),
@@ -127,10 +127,10 @@ VARIANTS = {
     # of one, per-layer units only add hooks and per-parameter gathers per layer and micro-batch; the root alone
     # gathers the whole model once per micro-batch (exactly the same arithmetic: tests/workers/engine/fsdp)
     "varlen+logits+compile+fusedadam+rootonly": dict(compile=True, fused_adam=True, root_only=True),
-    # session 34: the default runs the output layer on the response rows alone (transformers' logits_to_keep; on
-    # the CPU the demo's update went from 21.3 to 17.1 s); "+allrows" runs it on every packed token, as before. Its
-    # first GPU run (0.554 s against 0.494 s for the code before, on another machine) was not an A/B
-    "varlen+logits+compile+fusedadam+allrows": dict(compile=True, fused_adam=True, all_rows=True),
+    # session 34: the output layer on the response rows alone (transformers' logits_to_keep), the default on the CPU
+    # (the demo's update 21.3 -> 17.1 s); on CUDA only with "+rows". Its first GPU run (0.554 s a step against 0.494
+    # s for every row, on another machine) was not an A/B
+    "varlen+logits+compile+fusedadam+rows": dict(compile=True, fused_adam=True, rows=True),
 }
 PROFILED = {
     "varlen+logits+compile",

@@ -113,3 +113,25 @@ def test_models_without_logits_to_keep_run_the_full_head():
         full, _ = forward_log_probs(wrapped, *args, response_length=response_length)
         plain, _ = forward_log_probs(model, *args)
     torch.testing.assert_close(full, plain)
+
+
+def test_device_types_outside_the_list_run_the_full_head(monkeypatch):
+    from verl.workers.engine.fsdp import forward
+
+    model = _model("llama")
+    assert forward.head_rows_only(model, use_remove_padding=True, ulysses=None)  # the CPU is listed
+    assert not forward.head_rows_only(model, use_remove_padding=False, ulysses=None)
+    monkeypatch.setattr(forward, "RESPONSE_ROWS_DEVICES", ("cuda",))
+    assert not forward.head_rows_only(model, use_remove_padding=True, ulysses=None)
+    seen = []
+    model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[1]))
+    batch = rollout_batch(batch_size=3, seed=4)
+    with torch.no_grad():
+        forward_log_probs(
+            model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["position_ids"],
+            response_length=batch["responses"].shape[1],
+        )
+    assert seen == [int(batch["attention_mask"].sum())]

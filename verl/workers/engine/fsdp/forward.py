@@ -13,6 +13,7 @@ With ``response_length`` (the actor and the reference, whose callers keep only t
 layer runs on the positions that predict a response token alone: the packed rows of padded columns
 ``S - R - 1 .. S - 2`` go to the model as transformers' ``logits_to_keep``, the prompt rows skip the vocabulary
 projection and the log-softmax, and their outputs are 0. On GSM8K-like batches that is half the tokens or more.
+On the device types of :data:`RESPONSE_ROWS_DEVICES` (the CPU for now).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from torch import nn
 
 from verl.models.transformers.qwen2_vl import packed_model_position_ids, padded_model_position_ids
 from verl.utils.chunked_logprobs import log_probs_from_logits
+from verl.utils.device import get_device_name
 from verl.workers.engine.fsdp.head import fused_log_prob_head
 from verl.workers.engine.fsdp.packing import PackedBatch, pack
 from verl.workers.engine.fsdp.ulysses import PerTokenHeads, UlyssesMesh, forward_packed
@@ -48,10 +50,19 @@ def keeps_logit_rows(module: nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(base.forward).parameters
 
 
+RESPONSE_ROWS_DEVICES: tuple[str, ...] = ("cpu",)
+"""Device types where the output layer runs on the response rows alone. Measured faster on the CPU (the demo's update
+21.3 -> 17.1 s a step, session 34); CUDA keeps every row, the path issue 15's GPU numbers were measured on, until
+``benchmarks/gpu/calls.sh rows15`` sets the two side by side (its one-off GPU run was inconclusive)."""
+
+
 def head_rows_only(module: nn.Module, use_remove_padding: bool, ulysses: UlyssesMesh | None) -> bool:
     """Whether :func:`forward_log_probs` with ``response_length`` runs the output layer on the response rows alone:
-    packed, without Ulysses (which splits the pack over ranks), and a model that takes ``logits_to_keep``."""
-    return use_remove_padding and not (ulysses is not None and ulysses.enabled) and keeps_logit_rows(module)
+    packed, without Ulysses (which splits the pack over ranks), a model that takes ``logits_to_keep``, and this
+    process computing on a device type of :data:`RESPONSE_ROWS_DEVICES`."""
+    if not use_remove_padding or (ulysses is not None and ulysses.enabled):
+        return False
+    return get_device_name() in RESPONSE_ROWS_DEVICES and keeps_logit_rows(module)
 
 
 def response_head_rows(packed: PackedBatch, attention_mask: torch.Tensor, response_length: int) -> torch.Tensor:
@@ -153,8 +164,8 @@ def forward_log_probs(
     (``pixel_values``, ``image_grid_thw``, ... of the micro-batch's rows, concatenated in row order) go to the
     model as keyword arguments; ``position_ids`` may be M-RoPE ``(bs, 3, S)``. ``use_fused_kernels`` runs the
     fused log-prob head; ``compiled`` fuses each chunk's math with torch.compile. ``response_length`` ``R``: only
-    the positions that predict the last ``R`` columns are computed (the others are 0), where the pack runs without
-    Ulysses and the model takes ``logits_to_keep`` (:func:`head_rows_only`)."""
+    the positions that predict the last ``R`` columns are computed (the others are 0), where :func:`head_rows_only`
+    allows it."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs; got {temperature}")
     if use_fused_kernels and ulysses is not None and ulysses.enabled:
