@@ -18,6 +18,17 @@ def _model(arch: str = "llama"):
     return AutoModelForCausalLM.from_pretrained(tiny_model_path(arch), dtype=torch.float32)
 
 
+def _watch_head(model) -> list[int]:
+    """The number of rows each call of the model's output layer sees."""
+    seen = []
+    model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[1]))
+    return seen
+
+
+def _log_probs(model, batch, **kwargs):
+    return forward_log_probs(model, batch["input_ids"], batch["attention_mask"], batch["position_ids"], **kwargs)
+
+
 def test_head_rows_by_hand():
     # S = 6, R = 3: the rows of columns 2..4 (S-R-1 .. S-2) that hold a token, in packed order
     attention_mask = torch.tensor([[0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
@@ -37,15 +48,10 @@ def test_response_rows_give_the_full_forward_on_the_response(arch, fused):
     results = {}
     for rows_only in (False, True):
         model = _model(arch)
-        seen = []
-        model.get_output_embeddings().register_forward_hook(
-            lambda _m, args, _out, seen=seen: seen.append(args[0].shape[1])
-        )
-        log_probs, entropy = forward_log_probs(
+        seen = _watch_head(model)
+        log_probs, entropy = _log_probs(
             model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["position_ids"],
+            batch,
             temperature=0.7,
             calculate_entropy=True,
             use_fused_kernels=fused,
@@ -76,14 +82,7 @@ def test_response_rows_against_each_sequence_alone():
     batch = rollout_batch(batch_size=5, prompt_length=6, response_length=4, seed=5)
     response_length = batch["responses"].shape[1]
     with torch.no_grad():
-        log_probs, _ = forward_log_probs(
-            model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["position_ids"],
-            temperature=0.9,
-            response_length=response_length,
-        )
+        log_probs, _ = _log_probs(model, batch, temperature=0.9, response_length=response_length)
         expected = reference_log_probs(model, batch, temperature=0.9)
     got = log_probs[:, -response_length - 1 : -1] * batch["response_mask"]
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
@@ -108,10 +107,9 @@ def test_models_without_logits_to_keep_run_the_full_head():
     assert not keeps_logit_rows(wrapped)
     batch = rollout_batch(batch_size=3, seed=2)
     response_length = batch["responses"].shape[1]
-    args = (batch["input_ids"], batch["attention_mask"], batch["position_ids"])
     with torch.no_grad():
-        full, _ = forward_log_probs(wrapped, *args, response_length=response_length)
-        plain, _ = forward_log_probs(model, *args)
+        full, _ = _log_probs(wrapped, batch, response_length=response_length)
+        plain, _ = _log_probs(model, batch)
     torch.testing.assert_close(full, plain)
 
 
@@ -123,15 +121,8 @@ def test_device_types_outside_the_list_run_the_full_head(monkeypatch):
     assert not forward.head_rows_only(model, use_remove_padding=False, ulysses=None)
     monkeypatch.setattr(forward, "RESPONSE_ROWS_DEVICES", ("cuda",))
     assert not forward.head_rows_only(model, use_remove_padding=True, ulysses=None)
-    seen = []
-    model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[1]))
+    seen = _watch_head(model)
     batch = rollout_batch(batch_size=3, seed=4)
     with torch.no_grad():
-        forward_log_probs(
-            model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["position_ids"],
-            response_length=batch["responses"].shape[1],
-        )
+        _log_probs(model, batch, response_length=batch["responses"].shape[1])
     assert seen == [int(batch["attention_mask"].sum())]

@@ -72,7 +72,7 @@ def response_head_rows(packed: PackedBatch, attention_mask: torch.Tensor, respon
     seqlen = attention_mask.shape[-1]
     columns = torch.arange(seqlen, device=attention_mask.device)
     wanted = (columns >= seqlen - response_length - 1) & (columns < seqlen - 1)
-    rows = (attention_mask.bool() & wanted).reshape(-1)[packed.indices.to(attention_mask.device)]
+    rows = (attention_mask.bool() & wanted).reshape(-1)[packed.indices]  # pack() took indices from this mask
     return torch.nonzero(rows, as_tuple=False).flatten()
 
 
@@ -91,7 +91,7 @@ def _run_packed(
         if multi_modal_inputs or packed.position_ids.dim() != 2:
             raise ValueError("Ulysses sequence parallelism takes text-only batches with (bs, S) position_ids")
         return forward_packed(module, packed, ulysses, heads)
-    keep = {} if head_rows is None else {"logits_to_keep": head_rows.to(packed.input_ids.device)}
+    keep = {} if head_rows is None else {"logits_to_keep": head_rows}
     outputs = module(
         input_ids=packed.input_ids,
         position_ids=_packed_positions(packed),
@@ -102,12 +102,11 @@ def _run_packed(
     labels = packed.next_token_labels()
     if head_rows is None:
         return heads(outputs[0], labels)
-    rows = keep["logits_to_keep"]
-    full = []
-    for column in heads(outputs[0], labels[rows]):
-        out = column.new_zeros(labels.shape[0])
-        full.append(out.index_copy(0, rows, column))  # out of place: autograd reaches the kept rows
-    return full
+    # out of place: autograd reaches the kept rows
+    return [
+        column.new_zeros(labels.shape[0]).index_copy(0, head_rows, column)
+        for column in heads(outputs[0], labels[head_rows])
+    ]
 
 
 def _require_packing(ulysses: UlyssesMesh | None) -> None:
@@ -179,7 +178,7 @@ def forward_log_probs(
             rows = response_head_rows(packed, attention_mask, response_length)
         if use_fused_kernels:
             labels = packed.next_token_labels()
-            labels = labels if rows is None else labels[rows.to(labels.device)]
+            labels = labels if rows is None else labels[rows]
             with fused_log_prob_head(module, labels, temperature, calculate_entropy, compiled):
                 outputs = _run_packed(module, packed, _fused_head_columns, None, multi_modal_inputs, rows)
         else:
