@@ -16,6 +16,11 @@
 #           monitors, so each loop is also set against its bare engine at the same host speed (session 26)
 #   table14 `table` without the monitors and with hf first: issue 14's "done when" table in one call (session 33's
 #           `table` took 468 s for its first four runs on a slow machine, and the call's limit cut hf, its last)
+#   table14b `table14` with each bare engine run again right after its loop (standalone-ENGINE#2): the loop's
+#           generation against its bare engine before and after it in time, and pooled (sessions 22-34: the bare
+#           engine's level moved with the host's Python speed from minute to minute; about 600 s warm, so the last
+#           run, vLLM's second bare one, may be cut)
+#   bracket `table14b` without hf: both engines' loops bracketed by their bare engines (about 460 s warm)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
@@ -146,6 +151,10 @@ for preset in "$@"; do
     table) grpo table 580 --memory-sample-ms 100 --timeout 200 --gpu-monitor \
       --runs standalone-sglang,sglang,standalone-vllm,vllm,hf ;;
     table14) grpo table14 590 --memory-sample-ms 100 --timeout 200 --runs hf,standalone-sglang,sglang,standalone-vllm,vllm ;;
+    table14b) grpo table14b 590 --memory-sample-ms 100 --timeout 200 \
+      --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
+    bracket) grpo bracket 590 --memory-sample-ms 100 --timeout 200 \
+      --runs standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
     inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from benchmarks.gpu.grpo_table import split_run
+from benchmarks.gpu.grpo_table import setup_of, split_run
 from benchmarks.gpu.random_model import parse_fields
 
 ALL_RUNS = ("vllm", "standalone-vllm", "sglang", "standalone-sglang", "trl", "hf")
@@ -105,5 +105,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     if unknown:
         parser.error(f"unknown runs {sorted(unknown)}; choose from {ALL_RUNS} (engines may take @VARIANT)")
     if len(set(runs)) != len(runs):
-        parser.error(f"a run is named twice in {runs}: each run's files are named after it")
+        parser.error(f"a run is named twice in {runs}: each run's files are named after it (a repeat is NAME#2)")
+    for index, name in enumerate(runs):
+        repeat = name.partition("#")[2]
+        if "#" in name and (not repeat.isdigit() or setup_of(name) not in map(setup_of, runs[:index])):
+            parser.error(f"run {name!r}: a repeat is NAME#N (N a number) after the run NAME itself in --runs")
     return args, lanes, runs

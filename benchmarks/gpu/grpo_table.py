@@ -24,9 +24,19 @@ BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob"
 
 
 def split_run(name: str) -> tuple[str, str | None]:
-    """``engine@variant`` -> (engine, variant); a plain name has no variant."""
-    engine, _, variant = name.partition("@")
+    """``engine@variant`` -> (engine, variant); a plain name has no variant. A ``#N`` suffix (``standalone-sglang#2``)
+    names the same setup run again later in the call (:func:`setup_of`) and is not part of either."""
+    engine, _, variant = setup_of(name).partition("@")
     return engine, variant or None
+
+
+def setup_of(name: str) -> str:
+    """A run's name without its repeat suffix: ``standalone-sglang#2`` -> ``standalone-sglang``.
+
+    A setup listed twice in ``--runs`` (the second time as ``NAME#2``) is measured twice, each run with its own files:
+    a bare engine run before and again after its loop brackets the loop in time, and the table pools both (the host's
+    Python speed, which sets a small model's decode rate, drifts over a call: session 26)."""
+    return name.partition("#")[0]
 
 
 def summarize_verl(records: list[dict]) -> dict:
@@ -80,18 +90,43 @@ def _fmt(value, digits: int = 2) -> str:
     return str(value)
 
 
-def _bare(summaries: dict[str, dict], name: str) -> dict:
-    """The bare engine's summary for loop run ``name`` (``engine[@variant]``): the same variant's bare run where one
-    ran, else the plain one ({} where neither ran)."""
+def _bare_runs(summaries: dict[str, dict], name: str) -> dict[str, dict]:
+    """The bare engine's runs for loop run ``name`` (``engine[@variant]``), by run name: the same variant's bare
+    setup where one ran, else the plain one, each time it ran (``#N`` repeats); {} where neither ran."""
     engine, variant = split_run(name)
-    return summaries.get(f"standalone-{engine}@{variant}") or summaries.get(f"standalone-{engine}", {})
+    for setup in (f"standalone-{engine}@{variant}", f"standalone-{engine}"):
+        runs = {run: s for run, s in summaries.items() if setup_of(run) == setup and s}
+        if runs:
+            return runs
+    return {}
+
+
+def _rate(bare: dict) -> float | None:
+    """One bare run's tokens/s over all its repeats (its median where only that was recorded)."""
+    return bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
 
 
 def _bare_rate(summaries: dict[str, dict], name: str) -> float | None:
-    """The bare engine's tokens/s for loop run ``name``: over all its repeats (its median where only that was
-    recorded)."""
-    bare = _bare(summaries, name)
-    return bare.get("mean_tokens_per_s", bare.get("tokens_per_s"))
+    """The bare engine's tokens/s for loop run ``name``: all tokens over all seconds of every repeat of every run of
+    its bare setup (the mean of the runs' rates where a run did not record its totals)."""
+    runs = list(_bare_runs(summaries, name).values())
+    if runs and all("total_tokens" in s and s.get("total_seconds") for s in runs):
+        return sum(s["total_tokens"] for s in runs) / sum(s["total_seconds"] for s in runs)
+    rates = [rate for rate in map(_rate, runs) if rate]
+    return statistics.mean(rates) if rates else None
+
+
+def _bare_generations(summaries: dict[str, dict], name: str) -> list[dict]:
+    """Every monitored generation of the bare setup's runs (the host-matched ratio's bare side)."""
+    return [g for s in _bare_runs(summaries, name).values() for g in s.get("generations") or []]
+
+
+def ratio_of(loop: dict, bare_rate: float | None) -> str:
+    """ "gen / engine": the loop's generation rate and its engine-only rate as shares of ``bare_rate``."""
+    return " / ".join(
+        f"{loop[key] / bare_rate:.0%}" if bare_rate and loop.get(key) else "-"
+        for key in ("gen_tokens_per_s", "engine_tokens_per_s")
+    )
 
 
 def render_table(summaries: dict[str, dict], card: str) -> str:
@@ -112,10 +147,7 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             lines.append(f"| {name} | failed: {s['error']} |" + " |" * 11)
             continue
         standalone = _bare_rate(summaries, name)
-        ratio = " / ".join(
-            f"{s[key] / standalone:.0%}" if standalone and s.get(key) else "-"
-            for key in ("gen_tokens_per_s", "engine_tokens_per_s")
-        )
+        ratio = ratio_of(s, standalone)
         speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
         peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
         cells = [
@@ -148,7 +180,17 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         if s.get("call_tokens_per_s"):
             share = f" ({s['call_tokens_per_s'] / standalone:.0%} of its bare engine)" if standalone else ""
             lines.append(f"- {name}: the rollout's own call {_fmt(s['call_tokens_per_s'], 0)} tok/s{share}")
-        matched = host_matched_ratio(_bare(summaries, name).get("generations") or [], s.get("generations") or [])
+        runs = _bare_runs(summaries, name)
+        if len(runs) > 1 and s.get("gen_tokens_per_s"):  # bracketed in time: each bare run's share, then pooled
+            shares = ", ".join(
+                f"{run} {s['gen_tokens_per_s'] / _rate(bare):.0%} ({_fmt(_rate(bare), 0)} tok/s)"
+                for run, bare in runs.items() if _rate(bare)
+            )  # fmt: skip
+            pooled = ratio_of(s, standalone)
+            lines.append(
+                f"- {name}: generation against each bare run, in call order: {shares}; pooled {pooled} (gen / engine)"
+            )
+        matched = host_matched_ratio(_bare_generations(summaries, name), s.get("generations") or [])
         if matched:
             lines.append(
                 f"- {name}: at the same host speed, the rollout's own call makes {describe_matched(matched, True)} of"

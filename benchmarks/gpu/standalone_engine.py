@@ -134,6 +134,8 @@ def main(argv: list[str] | None = None) -> dict:
         # all tokens over all time, as the loop's rate is taken over its steps: the one to compare the loop with
         # (the median drops a slow repeat that the loop's steps keep; SGLang's repeats spread 42-65k on one H100)
         "mean_tokens_per_s": sum(tokens) / sum(seconds),
+        "total_tokens": sum(tokens),  # so that the table can pool two runs of this engine (a bracket: grpo_table)
+        "total_seconds": sum(seconds),
         "seconds": statistics.median(seconds),
         "tokens": statistics.median(tokens),
         "all_tokens_per_s": rates,

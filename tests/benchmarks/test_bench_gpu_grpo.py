@@ -158,3 +158,12 @@ def test_a_bare_engine_run_with_the_monitors_gets_each_generations_host_speed(tm
     assert [row["tokens_per_s"] for row in generations] == [100.0, 200.0]
     assert all(row["probe_ms"] > 0 and row["probe_samples"] >= 1 for row in generations)
     assert (out / "standalone-vllm.cpu.jsonl").exists()
+
+
+def test_a_repeat_of_a_run_is_named_with_a_number_after_the_run_itself(tmp_path):
+    data = ["--out", str(tmp_path), "--data", str(tmp_path)]
+    _, _, runs = bench_gpu_grpo.parse_args([*data, "--runs", "standalone-sglang,sglang,standalone-sglang#2"])
+    assert runs == ["standalone-sglang", "sglang", "standalone-sglang#2"]
+    for bad in ("sglang,standalone-sglang#2", "standalone-sglang,standalone-sglang#x", "sglang,sglang"):
+        with pytest.raises(SystemExit):
+            bench_gpu_grpo.parse_args([*data, "--runs", bad])

@@ -83,3 +83,34 @@ def test_the_loop_is_set_against_its_bare_engine_at_the_same_host_speed():
     assert "(one slope of log tok/s on log probe ms, 6 generations)" in table
     without_probes = {"sglang": {"step_s": 2.0}, "standalone-sglang": {"mean_tokens_per_s": 60_000.0}}
     assert "same host speed" not in grpo_table.render_table(without_probes, "test card")
+
+
+def test_a_bare_engine_run_before_and_after_its_loop_is_pooled_over_all_repeats():
+    # before the loop: 5 repeats, 300k tokens in 5 s (60k tok/s); after it: 300k tokens in 7.5 s (40k tok/s);
+    # pooled 600k tokens in 12.5 s = 48k tok/s, not the 50k mean of the two rates
+    before = {"mean_tokens_per_s": 60_000.0, "total_tokens": 300_000, "total_seconds": 5.0}
+    after = {"mean_tokens_per_s": 40_000.0, "total_tokens": 300_000, "total_seconds": 7.5}
+    loop = {"step_s": 2.0, "gen_tokens_per_s": 36_000.0, "engine_tokens_per_s": 43_200.0}
+    summaries = {"standalone-sglang": before, "sglang": loop, "standalone-sglang#2": after, "trl": {"mean_step_s": 8.0}}
+    table = grpo_table.render_table(summaries, "test card")
+    row = next(line for line in table.splitlines() if line.startswith("| sglang |"))
+    assert "| 75% / 90% |" in row  # 36k and 43.2k against 48k
+    bracket = "- sglang: generation against each bare run, in call order: standalone-sglang 60% (60,000 tok/s),"
+    assert bracket + " standalone-sglang#2 90% (40,000 tok/s); pooled 75% / 90% (gen / engine)" in table
+    assert "- standalone-sglang#2: 40,000 tok/s over all repeats" in table
+
+
+def test_runs_without_totals_pool_as_the_mean_of_their_rates_and_a_variant_keeps_its_own_bare_runs():
+    summaries = {
+        "standalone-vllm": {"mean_tokens_per_s": 30_000.0},
+        "vllm": {"step_s": 3.0, "gen_tokens_per_s": 27_000.0},
+        "standalone-vllm#2": {"mean_tokens_per_s": 40_000.0},
+        "standalone-vllm@x": {"mean_tokens_per_s": 20_000.0},
+        "vllm@x": {"step_s": 3.0, "gen_tokens_per_s": 20_000.0},
+    }
+    table = grpo_table.render_table(summaries, "test card")
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| vllm")}
+    assert "| 77% / - |" in rows["vllm"]  # 27k against (30k + 40k) / 2
+    assert "| 100% / - |" in rows["vllm@x"]
+    assert grpo_table.split_run("standalone-vllm@x#2") == ("standalone-vllm", "x")
+    assert grpo_table.setup_of("standalone-vllm#2") == "standalone-vllm"
