@@ -20,7 +20,8 @@
 #           generation against its bare engine before and after it in time, and pooled (sessions 22-34: the bare
 #           engine's level moved with the host's Python speed from minute to minute; about 600 s warm, so the last
 #           run, vLLM's second bare one, may be cut)
-#   bracket `table14b` without hf: both engines' loops bracketed by their bare engines (about 460 s warm)
+#   bracket `table14b` without hf, vLLM first: both engines' loops bracketed by their bare engines (about 460 s warm;
+#           on a fresh machine, after the install, about 560 s: SGLang's second bare run may be cut)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
@@ -154,7 +155,7 @@ for preset in "$@"; do
     table14b) grpo table14b 590 --memory-sample-ms 100 --timeout 200 \
       --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
     bracket) grpo bracket 590 --memory-sample-ms 100 --timeout 200 \
-      --runs standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
+      --runs standalone-vllm,vllm,standalone-vllm#2,standalone-sglang,sglang,standalone-sglang#2 ;;
     inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \
