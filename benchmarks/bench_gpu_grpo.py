@@ -42,6 +42,8 @@ workers as each appears (:class:`benchmarks.gpu.pyspy.Attacher`), writing ``<run
 ``python -m benchmarks.gpu.pyspy summarize FILE`` reads one. A run whose variant is named ``pin...`` (standalone runs
 too: ``standalone-sglang@pin``) gets a physical CPU core for its SGLang scheduler alone; ``pinonly...`` moves the
 scheduler there but leaves the rest of the run free to use that core (:mod:`benchmarks.gpu.affinity`). A
+``nosample...`` run pauses the lane's NVML memory sampler (``--memory-sample-ms``) while it runs, so that one call sets
+a setup with the sampler beside it against the same setup without (its phases then have no peaks). A
 ``profile...`` run profiles its workers' training phases (:mod:`benchmarks.gpu.loop_profile`, into ``<run>.profile/``).
 
 ``--random-model hidden_size=512,num_attention_heads=8,num_key_value_heads=2`` runs everything on a random-weight
@@ -401,6 +403,10 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     # one lane (gpu None): nothing else of this call should be on the card now; say what is (sessions 13-14)
     held = "" if gpu is not None else f", GPU memory in use {gpu_memory_used_mib()} MiB"
     print(f"[bench] {name}: start" + (f" on GPU {gpu}" if gpu is not None else "") + held, flush=True)
+    variant = split_run(name)[1] or ""
+    if sampler is not None and variant.startswith("nosample"):  # the same run without NVML queries beside it
+        with sampler.paused():
+            return run_one(args, name, out, None, gpu)
     if split_run(name)[0] in VERL_ENGINES:
         records = run_verl(args, name, out, sampler, gpu=gpu)
         summary = summarize_verl(records)

@@ -22,6 +22,9 @@
 #           run, vLLM's second bare one, may be cut)
 #   bracket `table14b` without hf, vLLM first: both engines' loops bracketed by their bare engines (about 460 s warm;
 #           on a fresh machine, after the install, about 560 s: SGLang's second bare run may be cut)
+#   sampler14 does the NVML memory sampler (100 ms, as table14/table14b) slow SGLang's loop? Session 35: the loop at
+#           67% of its bracketing bare runs with it (table14b), 87% without (keeploop). The loop with and without it,
+#           alternating, and the bare engine with and without it (about 480 s warm)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
@@ -156,6 +159,8 @@ for preset in "$@"; do
       --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
     bracket) grpo bracket 590 --memory-sample-ms 100 --timeout 200 \
       --runs standalone-vllm,vllm,standalone-vllm#2,standalone-sglang,sglang,standalone-sglang#2 ;;
+    sampler14) grpo sampler14 590 --memory-sample-ms 100 --timeout 150 --variant nosample= \
+      --runs standalone-sglang,sglang,sglang@nosample,standalone-sglang@nosample,sglang#2,sglang@nosample#2 ;;
     inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \

@@ -40,13 +40,29 @@ class MemorySampler:
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._sampling = threading.Lock()  # held while a sample is taken: pausing waits out the one in flight
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used
-            self.samples.append((time.perf_counter(), int(used)))
+            with self._sampling:
+                if not self._paused.is_set():
+                    used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used
+                    self.samples.append((time.perf_counter(), int(used)))
             time.sleep(self.interval)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """No NVML query inside the block (a run's phases then have no peaks): the A/B of a run with and without
+        the sampler beside it in one lane (``bench_gpu_grpo``'s ``nosample...`` variants)."""
+        self._paused.set()
+        with self._sampling:  # a sample begun before the pause lands now, not inside the block
+            pass
+        try:
+            yield
+        finally:
+            self._paused.clear()
 
     def __enter__(self) -> MemorySampler:
         self._thread.start()

@@ -167,3 +167,35 @@ def test_a_repeat_of_a_run_is_named_with_a_number_after_the_run_itself(tmp_path)
     for bad in ("sglang,standalone-sglang#2", "standalone-sglang,standalone-sglang#x", "sglang,sglang"):
         with pytest.raises(SystemExit):
             bench_gpu_grpo.parse_args([*data, "--runs", bad])
+
+
+def test_a_nosample_run_goes_without_the_memory_sampler_which_samples_again_after_it(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from benchmarks.gpu import monitors
+
+    used = iter(range(1, 10_000))
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda index: index,
+        nvmlDeviceGetMemoryInfo=lambda handle: types.SimpleNamespace(used=next(used)),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    seen = {}
+
+    def loop_run(args, name, out, sampler, gpu=None):  # the run itself: note what it got, let the sampler tick
+        seen[name] = sampler
+        count = len(outer.samples)
+        time.sleep(0.2)
+        seen[name + " samples"] = len(outer.samples) - count
+        return []
+
+    monkeypatch.setattr(bench_gpu_grpo, "run_verl", loop_run)
+    monkeypatch.setattr(bench_gpu_grpo, "sweep", list)
+    args = _args(tmp_path)
+    with monitors.MemorySampler(0.01) as outer:
+        bench_gpu_grpo.run_one(args, "sglang@nosample", tmp_path, outer, None)
+        bench_gpu_grpo.run_one(args, "sglang", tmp_path, outer, None)
+    assert seen["sglang@nosample"] is None and seen["sglang@nosample samples"] == 0
+    assert seen["sglang"] is outer and seen["sglang samples"] > 0
