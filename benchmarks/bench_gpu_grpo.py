@@ -407,6 +407,7 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     if sampler is not None and variant.startswith("nosample"):  # the same run without NVML queries beside it
         with sampler.paused():
             return run_one(args, name, out, None, gpu)
+    first_query = len(sampler.query_s) if sampler is not None else 0
     if split_run(name)[0] in VERL_ENGINES:
         records = run_verl(args, name, out, sampler, gpu=gpu)
         summary = summarize_verl(records)
@@ -433,6 +434,8 @@ def run_one(args, name: str, out: Path, sampler: MemorySampler | None, gpu: str 
     if errors:
         summary["error"] = errors[-1]
     summary.update(run=name, wall_s=time.perf_counter() - begin)
+    if sampler is not None:
+        summary.update(sampler.query_ms(first_query))
     if gpu is not None:
         summary["gpu"] = gpu
     else:  # one lane: what this run left behind would crowd the next one

@@ -39,6 +39,9 @@ class MemorySampler:
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
+        self.query_s: list[
+            float
+        ] = []  # how long each NVML query took (a slow one may hold up the engine's driver calls)
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._sampling = threading.Lock()  # held while a sample is taken: pausing waits out the one in flight
@@ -48,8 +51,11 @@ class MemorySampler:
         while not self._stop.is_set():
             with self._sampling:
                 if not self._paused.is_set():
+                    begin = time.perf_counter()
                     used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used
-                    self.samples.append((time.perf_counter(), int(used)))
+                    now = time.perf_counter()
+                    self.samples.append((now, int(used)))
+                    self.query_s.append(now - begin)
             time.sleep(self.interval)
 
     @contextlib.contextmanager
@@ -71,6 +77,13 @@ class MemorySampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    def query_ms(self, first: int = 0) -> dict[str, float]:
+        """Median and longest NVML query (ms) of the queries from index ``first`` on ({} where none)."""
+        times = sorted(self.query_s[first:])
+        if not times:
+            return {}
+        return {"nvml_query_ms_p50": 1000 * times[len(times) // 2], "nvml_query_ms_max": 1000 * times[-1]}
 
     def peak_gib(self, start: float, end: float) -> float | None:
         values = [used for t, used in self.samples if start <= t <= end]

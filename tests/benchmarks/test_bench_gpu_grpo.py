@@ -199,3 +199,6 @@ def test_a_nosample_run_goes_without_the_memory_sampler_which_samples_again_afte
         bench_gpu_grpo.run_one(args, "sglang", tmp_path, outer, None)
     assert seen["sglang@nosample"] is None and seen["sglang@nosample samples"] == 0
     assert seen["sglang"] is outer and seen["sglang samples"] > 0
+    timed = outer.query_ms()
+    assert 0 <= timed["nvml_query_ms_p50"] <= timed["nvml_query_ms_max"]
+    assert outer.query_ms(len(outer.query_s)) == {}
