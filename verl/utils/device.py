@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+"""``/proc/cpuinfo`` flags of a CPU that multiplies bf16 natively (x86's AVX512-BF16 and AMX, Arm's BF16)."""
 
 
 def is_cuda_available() -> bool:
@@ -39,3 +44,17 @@ def current_device() -> torch.device:
     if is_cuda_available():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def cpu_multiplies_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU multiplies bf16 natively (a flag of :data:`NATIVE_BF16_FLAGS` in ``cpuinfo``); None where
+    the file cannot be read (not Linux). Elsewhere bf16 matmuls are emulated, many times slower than fp32."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):  # x86, Arm
+            return not NATIVE_BF16_FLAGS.isdisjoint(value.split())
+    return None

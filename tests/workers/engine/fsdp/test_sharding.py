@@ -3,6 +3,7 @@ forward really computes in ``param_dtype`` while master weights and gradients st
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.support.models import tiny_model_path
@@ -70,3 +71,25 @@ def test_bf16_compute_with_float32_master_weights_on_cpu():
         bf16 = reference_log_probs(AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16), batch)[mask]
     assert (log_probs - fp32).abs().max() > 1e-4  # the cast acts: not the float32 forward
     assert (log_probs - bf16).abs().mean() < (bf16 - fp32).abs().mean()  # it is the bf16 forward
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the warning is about compute on the CPU")
+def test_bf16_on_a_cpu_that_emulates_it_warns_once_naming_the_key(monkeypatch, caplog):
+    from verl.workers.config.engine import MixedPrecisionConfig
+    from verl.workers.engine.fsdp import sharding
+
+    sharding.warn_emulated_bf16.cache_clear()
+    monkeypatch.setattr(sharding, "cpu_multiplies_bf16", lambda: True)
+    with caplog.at_level("WARNING", logger=sharding.__name__):
+        sharding.mixed_precision_policy(MixedPrecisionConfig(param_dtype="bf16", on_cpu=True), "fp32")
+    assert not caplog.records  # a CPU with native bf16: nothing to say
+    monkeypatch.setattr(sharding, "cpu_multiplies_bf16", lambda: False)
+    with caplog.at_level("WARNING", logger=sharding.__name__):
+        sharding.mixed_precision_policy(MixedPrecisionConfig(param_dtype="fp32", on_cpu=True), "fp32")
+        sharding.mixed_precision_policy(MixedPrecisionConfig(param_dtype="bf16", on_cpu=False), "fp32")
+        assert not caplog.records  # fp32 compute, or the policy not applied on CPU
+        for _ in range(2):
+            sharding.mixed_precision_policy(MixedPrecisionConfig(param_dtype="bf16", on_cpu=True), "fp32")
+    assert len(caplog.records) == 1  # once a process (the actor and the reference both build a policy)
+    assert "actor_rollout_ref.actor.fsdp_config.mixed_precision.on_cpu=False" in caplog.text
+    sharding.warn_emulated_bf16.cache_clear()

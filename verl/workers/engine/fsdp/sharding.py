@@ -10,6 +10,8 @@ gradients and the optimizer step live on the CPU).
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections import Counter
 
 import torch
@@ -17,7 +19,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
-from verl.utils.device import get_device_name, is_cuda_available
+from verl.utils.device import NATIVE_BF16_FLAGS, cpu_multiplies_bf16, get_device_name, is_cuda_available
 from verl.workers.config.engine import FSDPEngineConfig, MixedPrecisionConfig, WrapPolicyConfig
 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -53,7 +55,22 @@ def mixed_precision_policy(
     param_dtype, reduce_dtype = to_dtype(config.param_dtype), to_dtype(config.reduce_dtype)
     if param_dtype == reduce_dtype == to_dtype(model_dtype):
         return None
+    if not is_cuda_available() and param_dtype == torch.bfloat16 and cpu_multiplies_bf16() is False:
+        warn_emulated_bf16()
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype, cast_forward_inputs=True)
+
+
+@functools.cache  # once a process
+def warn_emulated_bf16() -> None:
+    """``mixed_precision.on_cpu`` computes in bf16 on a CPU that emulates it: say so and name the fix."""
+    logging.getLogger(__name__).warning(
+        "fsdp_config.mixed_precision.on_cpu=True computes in bf16, but this CPU has no native bf16 (no %s flag in "
+        "/proc/cpuinfo): every matmul is emulated, many times slower than fp32 (session 34 on a 2-core AVX2 EPYC: "
+        "516 s for SmolLM2's first update, against 25 s a whole step in fp32). Set "
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision.on_cpu=False (and the ref's / critic's) to train in "
+        "the model's dtype here.",
+        "/".join(sorted(NATIVE_BF16_FLAGS)),
+    )
 
 
 def cast_buffers(module: nn.Module, config: MixedPrecisionConfig | None) -> None:
