@@ -40,7 +40,7 @@ class MixedPrecisionConfig(BaseConfig):
 
     on_cpu: bool = False
     """Apply the policy on CPU too; worth it where the CPU multiplies bf16 natively (``lscpu`` flags avx512_bf16,
-    amx_bf16), slower elsewhere."""
+    amx_bf16), many times slower elsewhere (bf16 compute on such a CPU logs a warning naming this key)."""
 
 
 @dataclass
