@@ -25,6 +25,9 @@
 #   sampler14 does the NVML memory sampler (100 ms, as table14/table14b) slow SGLang's loop? Session 35: the loop at
 #           67% of its bracketing bare runs with it (table14b), 87% without (keeploop). The loop with and without it,
 #           alternating, and the bare engine with and without it (about 480 s warm)
+#   hffirst does a run of `hf` before it slow SGLang's loop (table14 and table14b run hf first; both had the loop at
+#           61-67% of its bare engine, keeploop without hf 87%)? The loop and its bare engine, hf, then both again;
+#           no NVML sampler (about 440 s warm)
 #   inproc  vLLM's bare engine in its own process layout and in one process (as the loop's), the loop, and TRL
 #   freeze  SGLang's loop with and without the worker's heap freeze, its bare engine, and TRL
 #   update  issue 15's 0.5B update with fused AdamW: the default (varlen) with a kernel profile, without the
@@ -161,6 +164,8 @@ for preset in "$@"; do
       --runs standalone-vllm,vllm,standalone-vllm#2,standalone-sglang,sglang,standalone-sglang#2 ;;
     sampler14) grpo sampler14 590 --memory-sample-ms 100 --timeout 150 --variant nosample= \
       --runs standalone-sglang,sglang,sglang@nosample,standalone-sglang@nosample,sglang#2,sglang@nosample#2 ;;
+    hffirst) grpo hffirst 590 --memory-sample-ms 0 --timeout 200 \
+      --runs standalone-sglang,sglang,hf,sglang#2,standalone-sglang#2 ;;
     inproc) grpo inproc 580 --memory-sample-ms 0 --timeout 200 \
       --variant inproc=env:VLLM_ENABLE_V1_MULTIPROCESSING=0 --runs standalone-vllm,standalone-vllm@inproc,vllm,trl ;;
     freeze) grpo freeze 580 --memory-sample-ms 0 --timeout 200 \
