@@ -122,7 +122,7 @@ def _bare_generations(summaries: dict[str, dict], name: str) -> list[dict]:
 
 
 def ratio_of(loop: dict, bare_rate: float | None) -> str:
-    """ "gen / engine": the loop's generation rate and its engine-only rate as shares of ``bare_rate``."""
+    """The loop's generation rate and its engine-only rate as shares of ``bare_rate``, as "gen / engine"."""
     return " / ".join(
         f"{loop[key] / bare_rate:.0%}" if bare_rate and loop.get(key) else "-"
         for key in ("gen_tokens_per_s", "engine_tokens_per_s")

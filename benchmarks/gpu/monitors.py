@@ -39,9 +39,8 @@ class MemorySampler:
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
-        self.query_s: list[
-            float
-        ] = []  # how long each NVML query took (a slow one may hold up the engine's driver calls)
+        # how long each NVML query took (a slow one may hold up the engine's own driver calls)
+        self.query_s: list[float] = []
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._sampling = threading.Lock()  # held while a sample is taken: pausing waits out the one in flight
