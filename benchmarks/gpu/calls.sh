@@ -20,6 +20,9 @@
 #           generation against its bare engine before and after it in time, and pooled (sessions 22-34: the bare
 #           engine's level moved with the host's Python speed from minute to minute; about 600 s warm, so the last
 #           run, vLLM's second bare one, may be cut)
+#   table14w `table14b` without the NVML sampler: the memory column is then the workers' device use as each phase
+#           ends (verl.workers.sharding_manager.memory.phase_end_memory; table14b prints it beside the sampler's
+#           peaks, to check it against them)
 #   bracket `table14b` without hf, vLLM first: both engines' loops bracketed by their bare engines (about 460 s warm;
 #           on a fresh machine, after the install, about 560 s: SGLang's second bare run may be cut)
 #   sampler14 does the NVML memory sampler (100 ms, as table14/table14b) slow SGLang's loop? Session 35: the loop at
@@ -159,6 +162,8 @@ for preset in "$@"; do
       --runs standalone-sglang,sglang,standalone-vllm,vllm,hf ;;
     table14) grpo table14 590 --memory-sample-ms 100 --timeout 200 --runs hf,standalone-sglang,sglang,standalone-vllm,vllm ;;
     table14b) grpo table14b 590 --memory-sample-ms 100 --timeout 200 \
+      --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
+    table14w) grpo table14w 590 --memory-sample-ms 0 --timeout 200 \
       --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
     bracket) grpo bracket 590 --memory-sample-ms 100 --timeout 200 \
       --runs standalone-vllm,vllm,standalone-vllm#2,standalone-sglang,sglang,standalone-sglang#2 ;;

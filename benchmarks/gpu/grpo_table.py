@@ -20,6 +20,10 @@ AVERAGED_KEYS = GC_KEYS + SYNC_PART_KEYS + ("rollout/sync_empty_cache_skipped",)
 """Worker metrics a run's summary averages when its records have them: the garbage collector's pauses inside each
 generation (verl.utils.gc_heap), the weight sync's parts (verl.workers.sharding_manager.base) and the fraction of
 wakes that kept training's cached blocks (verl.workers.sharding_manager.memory.WakeMemory)."""
+END_MEMORY = "perf/device_memory_used_gb"
+"""The workers' device memory in use as each phase ends (``<key>/<phase>``, verl.workers.sharding_manager.memory's
+``phase_end_memory``): the table's memory column where no NVML sampler ran beside the run."""
+PEAK_PHASES = ("gen", "old_log_prob", "ref", "update_actor")
 BREAKDOWN = ("gen", "update_weights", "release_memory", "reward", "old_log_prob", "ref", "adv", "update_actor")
 
 
@@ -68,6 +72,9 @@ def summarize_verl(records: list[dict]) -> dict:
         values = [r[f"peak_gib/{phase}"] for r in steady if f"peak_gib/{phase}" in r]
         if values:
             summary[f"peak_gib/{phase}"] = max(values)
+        ends = [r[f"{END_MEMORY}/{phase}"] for r in steady if f"{END_MEMORY}/{phase}" in r]
+        if ends:
+            summary[f"end_gib/{phase}"] = max(ends)
     for key in ("perf/rollout_device_memory_used_gb", "perf/training_device_memory_used_gb"):
         summary[key] = mean(key)
     for key in AVERAGED_KEYS:
@@ -121,6 +128,16 @@ def _bare_generations(summaries: dict[str, dict], name: str) -> list[dict]:
     return [g for s in _bare_runs(summaries, name).values() for g in s.get("generations") or []]
 
 
+def _memory_cell(summary: dict) -> str:
+    """The table's memory cell: the NVML sampler's peak of each phase, else (no sampler) the device memory in use
+    as each phase ended, marked "(end)"."""
+    if any(summary.get(f"peak_gib/{p}") is not None for p in PEAK_PHASES):
+        return " / ".join(_fmt(summary.get(f"peak_gib/{p}"), 1) for p in PEAK_PHASES)
+    if any(summary.get(f"end_gib/{p}") is not None for p in PEAK_PHASES):
+        return " / ".join(_fmt(summary.get(f"end_gib/{p}"), 1) for p in PEAK_PHASES) + " (end)"
+    return " / ".join("-" for _ in PEAK_PHASES)
+
+
 def ratio_of(loop: dict, bare_rate: float | None) -> str:
     """The loop's generation rate and its engine-only rate as shares of ``bare_rate``, as "gen / engine"."""
     return " / ".join(
@@ -137,7 +154,7 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         "",
         "| run | step s | TRL s / step s | gen s | update_weights s | release s | old_log_prob s | ref s"
         " | update_actor s | gen tok/s | engine tok/s | vs standalone (gen / engine)"
-        " | peak GiB gen / old_lp / ref / update |",
+        " | peak GiB gen / old_lp / ref / update (end: in use as the phase ended) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     verl_runs = [name for name in summaries if split_run(name)[0] in VERL_ENGINES]
@@ -149,7 +166,7 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
         standalone = _bare_rate(summaries, name)
         ratio = ratio_of(s, standalone)
         speedup = f"{trl / s['step_s']:.2f}x" if trl and s.get("step_s") else "-"
-        peaks = " / ".join(_fmt(s.get(f"peak_gib/{p}"), 1) for p in ("gen", "old_log_prob", "ref", "update_actor"))
+        peaks = _memory_cell(s)
         cells = [
             name + (f" (GPU {s['gpu']})" if "gpu" in s else ""),
             _fmt(s.get("step_s")),
@@ -190,6 +207,10 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             lines.append(
                 f"- {name}: generation against each bare run, in call order: {shares}; pooled {pooled} (gen / engine)"
             )
+        sampled = [p for p in PEAK_PHASES if s.get(f"peak_gib/{p}") is not None and s.get(f"end_gib/{p}") is not None]
+        if sampled:  # both measures of one run: how close the sampler-free one comes
+            pairs = ", ".join(f"{p} {s[f'end_gib/{p}']:.1f} / {s[f'peak_gib/{p}']:.1f}" for p in sampled)
+            lines.append(f"- {name}: device GiB as each phase ended (workers) / the sampler's peak: {pairs}")
         matched = host_matched_ratio(_bare_generations(summaries, name), s.get("generations") or [])
         if matched:
             lines.append(

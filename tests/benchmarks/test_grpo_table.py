@@ -114,3 +114,21 @@ def test_runs_without_totals_pool_as_the_mean_of_their_rates_and_a_variant_keeps
     assert "| 100% / - |" in rows["vllm@x"]
     assert grpo_table.split_run("standalone-vllm@x#2") == ("standalone-vllm", "x")
     assert grpo_table.setup_of("standalone-vllm#2") == "standalone-vllm"
+
+
+def test_without_the_sampler_the_memory_column_is_the_workers_device_use_as_each_phase_ended():
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    for record, gen, ref in zip(records, (120.0, 99.0, 101.0), (80.0, 78.0, 79.0), strict=True):
+        record.update({"perf/device_memory_used_gb/gen": gen, "perf/device_memory_used_gb/ref": ref})
+    summary = grpo_table.summarize_verl(records)
+    assert summary["end_gib/gen"] == 101.0 and summary["end_gib/ref"] == 79.0  # steps 2.. only, their largest
+    table = grpo_table.render_table({"sglang": {**summary, "step_s": 2.0}}, "test card")
+    assert "| 101.0 / - / 79.0 / - (end) |" in table
+    assert "the sampler's peak" not in table
+    sampled = {**summary, "step_s": 2.0, "peak_gib/gen": 104.6, "peak_gib/ref": 83.8}
+    table = grpo_table.render_table({"sglang": sampled}, "test card")
+    assert "| 104.6 / - / 83.8 / - |" in table  # the sampler's peaks where it ran
+    assert (
+        "- sglang: device GiB as each phase ended (workers) / the sampler's peak: gen 101.0 / 104.6, ref 79.0 / 83.8"
+        in table
+    )

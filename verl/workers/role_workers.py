@@ -20,6 +20,7 @@ from verl.workers.actor.role_utils import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
 from verl.workers.sharding_manager.base import BaseShardingManager
+from verl.workers.sharding_manager.memory import phase_end_memory
 
 if TYPE_CHECKING:
     from verl.trainer.config.root import ActorRolloutRefConfig
@@ -63,12 +64,14 @@ def generate_in_rollout_mode(rollout: Any, sharding_manager: BaseShardingManager
         output = rollout.generate_sequences(prompts)
         call_s = time.perf_counter() - call_start
         output = sharding_manager.postprocess_data(output)
+        end_memory = phase_end_memory("gen")  # the engine still awake: its whole footprint
     output.meta_info["timing"] = {"generate_sequences": time.perf_counter() - start, "rollout_call": call_s}
     output.meta_info["metrics"] = {
         **sharding_manager.metrics,
         **pauses.metrics("rollout/"),
         "rollout/gc_freeze_s": freeze_s,
         "rollout/gc_frozen_objects": float(frozen_objects()),
+        **end_memory,
     }
     return output
 
@@ -106,10 +109,11 @@ class ActorRolloutRefWorkerBase(Worker):
             raise RuntimeError(f"{method} needs the {part!r} role; this worker's role is {self.role!r}")
         return value
 
-    def _phase_metrics(self, key: str, role) -> dict[str, Any]:
+    def _phase_metrics(self, key: str, role, phase: str) -> dict[str, Any]:
         """``meta_info`` entry with a forward-only phase's metrics: every backend's roles keep them (MFU) in
-        ``last_metrics`` after ``compute_log_prob`` / ``compute_ref_log_prob``."""
-        return {key: role.last_metrics}
+        ``last_metrics`` after ``compute_log_prob`` / ``compute_ref_log_prob``; the device's memory in use as the
+        trainer's ``phase`` ends (:func:`phase_end_memory`) beside them."""
+        return {key: {**role.last_metrics, **phase_end_memory(phase)}}
 
     def _extra_log_prob_tensors(self, actor, data: DataProto) -> dict[str, Any]:
         """Tensors that ``compute_log_prob`` returns besides ``old_log_probs`` and ``entropys``; none here."""
@@ -127,7 +131,7 @@ class ActorRolloutRefWorkerBase(Worker):
         meta = log_prob_meta(self.config.rollout, temperature)
         log_probs, entropys = actor.compute_log_prob(data, meta, calculate_entropy=True)
         tensors = {"old_log_probs": log_probs, "entropys": entropys, **self._extra_log_prob_tensors(actor, data)}
-        meta_info = {"temperature": temperature, **self._phase_metrics("actor_infer_metrics", actor)}
+        meta_info = {"temperature": temperature, **self._phase_metrics("actor_infer_metrics", actor, "old_log_prob")}
         return DataProto.from_dict(tensors=tensors, meta_info=meta_info)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=REF_MESH))
@@ -135,14 +139,14 @@ class ActorRolloutRefWorkerBase(Worker):
         ref = self._require("ref", "compute_ref_log_prob")
         temperature = float(self.config.rollout.temperature)
         log_probs = ref.compute_ref_log_prob(data, log_prob_meta(self.config.ref, temperature))
-        meta_info = {"temperature": temperature, **self._phase_metrics("ref_metrics", ref)}
+        meta_info = {"temperature": temperature, **self._phase_metrics("ref_metrics", ref, "ref")}
         return DataProto.from_dict(tensors={"ref_log_prob": log_probs}, meta_info=meta_info)
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=ACTOR_MESH))
     def update_actor(self, data: DataProto) -> DataProto:
         actor = self._require("actor", "update_actor")
         data.meta_info.setdefault("temperature", float(self.config.rollout.temperature))
-        metrics = actor.update(data)
+        metrics = {**actor.update(data), **phase_end_memory("update_actor")}
         # the first update returns with everything the loop keeps built: freeze the heap once (verl.utils.gc_heap)
         metrics["actor/gc_freeze_s"] = freeze_after_update()
         return DataProto(meta_info={"metrics": metrics})
@@ -171,13 +175,12 @@ class CriticWorkerBase(Worker):
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def compute_values(self, data: DataProto) -> DataProto:
         values = self.critic.compute_values(data)
-        return DataProto.from_dict(
-            tensors={"values": values}, meta_info={"critic_infer_metrics": self.critic.last_metrics}
-        )
+        metrics = {**self.critic.last_metrics, **phase_end_memory("values")}
+        return DataProto.from_dict(tensors={"values": values}, meta_info={"critic_infer_metrics": metrics})
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name=CRITIC_MESH))
     def update_critic(self, data: DataProto) -> DataProto:
-        metrics = self.critic.update(data)
+        metrics = {**self.critic.update(data), **phase_end_memory("update_critic")}
         metrics.setdefault("perf/max_memory_allocated_gb", max_memory_allocated_gb())
         return DataProto(meta_info={"metrics": metrics})
 

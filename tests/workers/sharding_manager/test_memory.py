@@ -106,3 +106,13 @@ def test_release_keeps_this_processs_cache_and_measures_the_engine_alone(monkeyp
     assert torch.cuda.empty_cache is empty_cache
     torch.cuda.empty_cache()
     assert emptied == [True]
+
+
+def test_a_phase_ends_with_the_whole_devices_use_and_nothing_without_a_device(monkeypatch):
+    from verl.workers.sharding_manager import memory
+
+    monkeypatch.setattr(memory, "_device_memory", lambda: None)
+    assert memory.phase_end_memory("gen") == {}  # the CPU: no device to read
+    device = Device(total=141 * GB, engine=26 * GB, training_cache=40 * GB)  # free = 141 - 26 - 40 = 75 GB
+    monkeypatch.setattr(memory, "_device_memory", device.memory)
+    assert memory.phase_end_memory("gen") == {"perf/device_memory_used_gb/gen": 66 * GB / memory.GIB}

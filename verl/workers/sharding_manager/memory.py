@@ -44,6 +44,22 @@ def memory_metrics(phase: str) -> dict[str, float]:
     }
 
 
+def phase_end_memory(phase: str) -> dict[str, float]:
+    """``{"perf/device_memory_used_gb/<phase>": GiB}``: what the whole device has in use (``total - free``, every
+    process) as a worker phase ends; {} without a CUDA device.
+
+    It stands for the phase's peak without a thread polling the device (session 35: an NVML sampler every 100 ms
+    beside the loop may have slowed SGLang's decode). Torch's caching allocator keeps the blocks a phase reserved
+    until ``empty_cache``, which no training phase calls, and an engine's KV cache and graph pools are sized at its
+    wake, so device use only grows inside a phase; taken before the engine sleeps, the generation's is the engine's
+    full footprint plus training's cache. A transient that another process frees inside the phase is missed."""
+    memory = _device_memory()
+    if memory is None:
+        return {}
+    free, total = memory
+    return {f"perf/device_memory_used_gb/{phase}": (total - free) / GIB}
+
+
 def _device_memory() -> tuple[int, int] | None:
     """``(free, total)`` bytes of the current CUDA device, or None without one."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
