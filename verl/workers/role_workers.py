@@ -16,7 +16,7 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils.device import get_nccl_backend
 from verl.utils.gc_heap import GcPauses, freeze_after_update, freeze_after_warmup, frozen_objects
-from verl.workers.actor.role_utils import max_memory_allocated_gb
+from verl.utils.profiler import max_memory_allocated_gb
 from verl.workers.actor.roles import log_prob_meta
 from verl.workers.config import CriticConfig, HFModelConfig
 from verl.workers.sharding_manager.base import BaseShardingManager

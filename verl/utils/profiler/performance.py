@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import resource
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -34,7 +36,9 @@ def marked_timer(name: str, timing_raw: dict[str, float], color: str | None = No
 
 
 def max_memory_allocated_gb() -> float:
-    """Peak accelerator memory of this process in GiB (0.0 without CUDA)."""
+    """Peak accelerator memory of this process in GiB, as verl's ``perf/max_memory_allocated_gb``; on CPU the
+    process's peak resident set size (a CPU tensor allocator keeps no statistics)."""
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 1024**3
-    return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return peak * (1 if sys.platform == "darwin" else 1024) / 1024**3

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import resource
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-import torch
+from verl.utils.profiler.performance import max_memory_allocated_gb
 
 
 def with_fields(config, **updates):
@@ -68,13 +67,6 @@ def phase_mfu(
         seqlens, world = local, engine.world_size // engine.dp_size
     head = None if head_tokens is None else head_tokens * sum(seqlens) / max(sum(local), 1)
     return passes * flops_counter.mfu(seqlens, elapsed, world, backward=backward, head_tokens=head)
-
-
-def max_memory_allocated_gb() -> float:
-    """Peak accelerator memory of this process in GB; on CPU the peak resident set size."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 1e9
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
 @contextmanager
