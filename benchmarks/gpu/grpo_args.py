@@ -64,8 +64,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
         "--memory-sample-ms",
         type=float,
         default=100,
-        help="NVML memory sampling period for the per-phase peaks (0: off, the table then shows the workers' device use"
-        " as each phase ends; at 10 ms sampling slowed a colocated engine by a third, at 100 ms it may still: session 35)",
+        help="NVML memory sampling period for the per-phase peaks (0: off, the table then shows the workers' device"
+        " use as each phase ends; at 10 ms sampling slowed a colocated engine by a third, at 100 ms it may still)",
     )
     parser.add_argument("--override", action="append", default=[], help="extra main_ppo override (repeatable)")
     parser.add_argument("--training", choices=("fast", "plain"), default="fast", help="see FAST_TRAINING")
