@@ -14,8 +14,8 @@ generated tokens/s (response tokens / ``timing_s/gen``, and over the engine's ow
 time, and the peak device memory of each phase, read from NVML every ``--memory-sample-ms`` (100) and cut into
 phases from each step's ``timing_s/*`` in the order the trainer runs them (with ``--memory-sample-ms 0``, the
 workers' device use as each phase ends: ``perf/device_memory_used_gb/<phase>``). The table compares generation
-with the standalone engine and the whole step with TRL. Everything lands in ``--out``: ``results.jsonl`` (per-step records and summaries),
-``table.md`` and ``logs.tar.gz`` (each run's output); the table is printed last.
+with the standalone engine and the whole step with TRL. Everything lands in ``--out``: ``results.jsonl`` (per-step
+records and summaries), ``table.md`` and ``logs.tar.gz`` (each run's output); the table is printed last.
 
 Usage (on the device machine, after ``benchmarks/gpu/stage.sh``'s install; see benchmarks/results/NOTES_gpu.md)::
 
