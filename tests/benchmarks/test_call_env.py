@@ -1,0 +1,20 @@
+"""``benchmarks/gpu/call_env.sh``'s time budget: a call's jobs leave its last 15 s for the cleanup and the copy back."""
+
+import subprocess
+from pathlib import Path
+
+CALL_ENV = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "call_env.sh"
+
+
+def _left(tmp_path, call: str | None) -> tuple[int, str]:
+    setting = f"CALL={call}; " if call is not None else ""
+    script = f"{setting}START=$SECONDS; OUT={tmp_path}; source {CALL_ENV}; left"
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    lines = result.stdout.strip().splitlines()
+    return int(lines[-1]), "\n".join(lines[:-1])
+
+
+def test_a_call_budget_past_585_seconds_is_cut_to_585(tmp_path):
+    assert _left(tmp_path, "592") == (585, "== CALL=592 leaves no room to bring the files back: using 585")
+    assert _left(tmp_path, "440") == (440, "")
+    assert _left(tmp_path, None) == (585, "")
