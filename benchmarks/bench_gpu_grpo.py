@@ -29,6 +29,10 @@ runs one after the other on its GPU alone (``CUDA_VISIBLE_DEVICES``), so that a 
 device call sequentially still comes out of one call and one command. Put an engine's loop run and its standalone
 run in the same lane: that ratio is then measured on one card.
 
+A run listed again as ``NAME#2`` (``--runs standalone-sglang,sglang,standalone-sglang#2``) measures the same setup
+later in the call; the table pools a bare engine's runs and sets the loop against each
+(:mod:`benchmarks.gpu.grpo_table`).
+
 A run cut at ``--timeout`` is killed with its whole process tree. Without ``--lanes``, each run's start line prints
 the GPU memory already in use, and after each run every engine process left on the machine (Ray, SGLang, vLLM,
 ``main_ppo``) is killed (:mod:`benchmarks.gpu.leftovers`): run it on a machine of its own.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-from verl.utils.profiler.performance import max_memory_allocated_gb
+from verl.utils.profiler import max_memory_allocated_gb
 
 
 def with_fields(config, **updates):

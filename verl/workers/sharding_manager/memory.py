@@ -27,8 +27,9 @@ def memory_metrics(phase: str) -> dict[str, float]:
     ``device_memory_used_gb`` (CUDA only) what the whole device has in use (``total - free``): it also counts an
     engine's sleep-mode pool and engines in other processes (SGLang's scheduler), which the allocator does not see.
     """
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        free, total = torch.cuda.mem_get_info()
+    device = _device_memory()
+    if device is not None:
+        free, total = device
         return {
             f"perf/{phase}_memory_gb": torch.cuda.memory_allocated() / GIB,
             f"perf/{phase}_max_memory_gb": torch.cuda.max_memory_allocated() / GIB,
@@ -50,9 +51,10 @@ def phase_end_memory(phase: str) -> dict[str, float]:
 
     It stands for the phase's peak without a thread polling the device (session 35: an NVML sampler every 100 ms
     beside the loop may have slowed SGLang's decode). Torch's caching allocator keeps the blocks a phase reserved
-    until ``empty_cache``, which no training phase calls, and an engine's KV cache and graph pools are sized at its
-    wake, so device use only grows inside a phase; taken before the engine sleeps, the generation's is the engine's
-    full footprint plus training's cache. A transient that another process frees inside the phase is missed."""
+    until ``empty_cache``, which the FSDP2 training phases do not call, and an engine's KV cache and graph pools are
+    sized at its wake, so device use only grows inside a phase; taken before the engine sleeps, the generation's is
+    the engine's full footprint plus training's cache. A transient that another process frees inside the phase is
+    missed."""
     memory = _device_memory()
     if memory is None:
         return {}
