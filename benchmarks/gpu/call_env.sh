@@ -15,12 +15,15 @@ VL=/tmp/site-vllm:/tmp/site-common:/tmp/site-model:$PWD
 MC=/tmp/site-mcore:/tmp/site-common:/tmp/site-model:$PWD
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-START=${START:-$SECONDS}
+# START: when the call began, in seconds since the epoch (`S=$(date +%s)` before the install), so that it means the
+# same in this shell as in the one that set it: bash's SECONDS counts from each shell's own start, and session 36's
+# call A, given `START=$SECONDS` of its parent shell (0), never counted the install and ran past 600 s
+START=${START:-$(date +%s)}
 # a device call ends at 600 s; a job's cleanup, its archive and the copy back need the last 15 (session 35's call A,
 # given CALL=592, ran past 600 and lost its archive)
 if [ "${CALL:-585}" -gt 585 ]; then echo "== CALL=$CALL leaves no room to bring the files back: using 585"; CALL=585; fi
 
-left() { echo $((${CALL:-585} - (SECONDS - START))); }
+left() { echo $((${CALL:-585} - ($(date +%s) - START))); }
 
 item() {
   local name=$1 limit=$2

@@ -6,7 +6,7 @@
 #
 # Each preset runs as one `item` of benchmarks/gpu/call_env.sh (its log in $OUT/<preset>.log) and brings back
 # $OUT/<preset>_results.jsonl, $OUT/<preset>_table.md and $OUT/<preset>.tgz (the run logs and metrics). START and
-# CALL (seconds; default: now and 585) bound the whole call, as in call_env.sh: `S=$SECONDS; bash
+# CALL (seconds; default: now and 585) bound the whole call, as in call_env.sh: `S=$(date +%s); bash
 # .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm` counts the install.
 # Data: .carry/data (examples/data_preprocess/gsm8k.py --max_samples 320; see benchmarks/results/NOTES_gpu.md).
 #
@@ -23,6 +23,12 @@
 #   table14w `table14b` without the NVML sampler: the memory column is then the workers' device use as each phase
 #           ends (verl.workers.sharding_manager.memory.phase_end_memory; table14b prints it beside the sampler's
 #           peaks, to check it against them)
+#   table14x issue 14's table without either of the two things session 35 suspected of SGLang's 61-67% in
+#           table14/table14b: no NVML sampler (the memory column is then the workers' device use as each phase ends) and
+#           hf after the engines (session 36's call A: no sampler, the loop before hf, still 65%); SGLang's bare engine
+#           again last, if the call has room (about 530 s warm: needs `warmbare` first on a fresh machine)
+#   warmbare both bare engines once on a fresh machine: the model's conversion (44 s), SGLang's JIT kernels and
+#           vLLM's compile cache, which otherwise cost a fresh machine's first table 150-200 s (about 280 s)
 #   bracket `table14b` without hf, vLLM first: both engines' loops bracketed by their bare engines (about 460 s warm;
 #           on a fresh machine, after the install, about 560 s: SGLang's second bare run may be cut)
 #   sampler14 does the NVML memory sampler (100 ms, as table14/table14b) slow SGLang's loop? Session 35: the loop at
@@ -165,6 +171,9 @@ for preset in "$@"; do
       --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
     table14w) grpo table14w 590 --memory-sample-ms 0 --timeout 200 \
       --runs hf,standalone-sglang,sglang,standalone-sglang#2,standalone-vllm,vllm,standalone-vllm#2 ;;
+    table14x) grpo table14x 590 --memory-sample-ms 0 --timeout 200 \
+      --runs standalone-sglang,sglang,standalone-vllm,vllm,hf,standalone-sglang#2 ;;
+    warmbare) grpo warmbare 400 --memory-sample-ms 0 --timeout 250 --runs standalone-sglang,standalone-vllm ;;
     bracket) grpo bracket 590 --memory-sample-ms 100 --timeout 200 \
       --runs standalone-vllm,vllm,standalone-vllm#2,standalone-sglang,sglang,standalone-sglang#2 ;;
     sampler14) grpo sampler14 590 --memory-sample-ms 100 --timeout 150 --variant nosample= \
@@ -305,4 +314,4 @@ for preset in "$@"; do
     *) echo "unknown preset $preset (see the head of $0)" >&2 ;;
   esac
 done
-echo "calls.sh: $((SECONDS - START)) s"
+echo "calls.sh: $(($(date +%s) - START)) s"

@@ -63,6 +63,9 @@ def summarize_verl(records: list[dict]) -> dict:
     if tokens:
         summary["response_tokens"] = statistics.mean(tokens)
         summary["gen_tokens_per_s"] = sum(tokens) / sum(float(r["timing_s/gen"]) for r in timed)
+        # each step's own rate: a small model's decode level is drawn per generation (sessions 22-36), so the spread
+        # of the steps says how much of a loop's ratio is the draw
+        summary["step_gen_tokens_per_s"] = [n / float(r["timing_s/gen"]) for n, r in zip(tokens, timed, strict=True)]
         sync = ("timing_s/update_weights", "timing_s/release_memory")
         engine_only = [float(r["timing_s/gen"]) - sum(float(r.get(key, 0.0)) for key in sync) for r in timed]
         summary["engine_tokens_per_s"] = sum(tokens) / sum(engine_only)
@@ -138,6 +141,18 @@ def _memory_cell(summary: dict) -> str:
     return " / ".join("-" for _ in PEAK_PHASES)
 
 
+def _spread_line(step_rates: list[float], bare_runs: list[dict], bare_rate: float | None) -> str:
+    """Each steady step's generation rate in call order, then the range of the bare engine's repeats (every run of
+    its setup) and the share of ``bare_rate`` the loop's fastest step reached."""
+    line = "each step's generation (steps 2..) " + ", ".join(f"{rate / 1000:.1f}k" for rate in step_rates) + " tok/s"
+    repeats = [rate for bare in bare_runs for rate in bare.get("all_tokens_per_s") or []]
+    if repeats:
+        line += f"; the bare engine's repeats {min(repeats) / 1000:.1f}-{max(repeats) / 1000:.1f}k"
+    if bare_rate:
+        line += f"; the fastest step {max(step_rates) / bare_rate:.0%} of the bare engine"
+    return line
+
+
 def ratio_of(loop: dict, bare_rate: float | None) -> str:
     """The loop's generation rate and its engine-only rate as shares of ``bare_rate``, as "gen / engine"."""
     return " / ".join(
@@ -207,6 +222,8 @@ def render_table(summaries: dict[str, dict], card: str) -> str:
             lines.append(
                 f"- {name}: generation against each bare run, in call order: {shares}; pooled {pooled} (gen / engine)"
             )
+        if s.get("step_gen_tokens_per_s"):
+            lines.append(f"- {name}: {_spread_line(s['step_gen_tokens_per_s'], list(runs.values()), standalone)}")
         sampled = [p for p in PEAK_PHASES if s.get(f"peak_gib/{p}") is not None and s.get(f"end_gib/{p}") is not None]
         if sampled:  # both measures of one run: how close the sampler-free one comes
             pairs = ", ".join(f"{p} {s[f'end_gib/{p}']:.1f} / {s[f'peak_gib/{p}']:.1f}" for p in sampled)

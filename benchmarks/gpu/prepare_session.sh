@@ -7,7 +7,7 @@
 # read (.carry/data, from ../shared/data/gsm8k; never committed). Then, on one machine, back to back (.stage-cs: parts
 # 1..12, then 13 with install.sh):
 #   parts 1..18:  carry [".stage-vs/k"]                              mkdir -p /tmp/stage && cp .stage-vs/k/* /tmp/stage/
-#   part 19:      carry [".stage-vs/19", ".carry/data"]              S=$SECONDS; bash .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm
+#   part 19:      carry [".stage-vs/19", ".carry/data"]              S=$(date +%s); bash .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm
 #   later calls:  carry [".carry/data"]                              bash benchmarks/gpu/calls.sh table   (presets: benchmarks/gpu/calls.sh)
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"

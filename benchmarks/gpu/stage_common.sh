@@ -3,7 +3,7 @@
 # for a device call that runs only benchmarks/bench_gpu_update.py (no engine, no Ray): no 18-part stage needed.
 #
 #   benchmarks/gpu/stage_common.sh        (after benchmarks/gpu/stage.sh filled the wheel cache)
-#   device call, carry [".stage-cm/1"]:   S=$SECONDS; bash .stage-cm/1/install.sh; START=$S CALL=300 bash benchmarks/gpu/calls.sh shapes
+#   device call, carry [".stage-cm/1"]:   S=$(date +%s); bash .stage-cm/1/install.sh; START=$S CALL=300 bash benchmarks/gpu/calls.sh shapes
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"
 cache=${WHEEL_CACHE:-$HOME/.cache/verl-gpu-wheels}/common

@@ -8,7 +8,7 @@ CALL_ENV = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "call_en
 
 def _left(tmp_path, call: str | None) -> tuple[int, str]:
     setting = f"CALL={call}; " if call is not None else ""
-    script = f"{setting}START=$SECONDS; OUT={tmp_path}; source {CALL_ENV}; left"
+    script = f"{setting}START=$(date +%s); OUT={tmp_path}; source {CALL_ENV}; left"
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     lines = result.stdout.strip().splitlines()
     return int(lines[-1]), "\n".join(lines[:-1])
@@ -18,3 +18,11 @@ def test_a_call_budget_past_585_seconds_is_cut_to_585(tmp_path):
     assert _left(tmp_path, "592") == (585, "== CALL=592 leaves no room to bring the files back: using 585")
     assert _left(tmp_path, "440") == (440, "")
     assert _left(tmp_path, None) == (585, "")
+
+
+def test_the_budget_counts_from_a_start_set_in_another_shell(tmp_path):
+    """START is wall-clock seconds since the epoch, so time spent before the sourcing shell began (an install in the
+    call's parent shell) counts: bash's SECONDS restarts in every shell (session 36's call A ran past 600 s)."""
+    script = f"START=$(( $(date +%s) - 100 )) bash -c 'CALL=300; OUT={tmp_path}; source {CALL_ENV}; left'"
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert int(result.stdout.strip().splitlines()[-1]) in (199, 200)  # 300 - 100, a second may tick between

@@ -132,3 +132,17 @@ def test_without_the_sampler_the_memory_column_is_the_workers_device_use_as_each
         "- sglang: device GiB as each phase ended (workers) / the sampler's peak: gen 101.0 / 104.6, ref 79.0 / 83.8"
         in table
     )
+
+
+def test_each_steady_steps_rate_is_listed_beside_the_bare_engines_repeats():
+    rows = grpo_table.PROMPTS * grpo_table.SAMPLES
+    # step 1 is compilation; steps 2 and 3: 256 x 200 tokens in 1 s, 256 x 100 in 2 s
+    records = [_step(1, 9.0, 0.5, 0.1, 100.0), _step(2, 1.0, 0.1, 0.0, 200.0), _step(3, 2.0, 0.2, 0.1, 100.0)]
+    loop = grpo_table.summarize_verl(records)
+    assert loop["step_gen_tokens_per_s"] == [rows * 200 / 1.0, rows * 100 / 2.0]  # 51,200 and 12,800
+    bare = {"total_tokens": 640_000, "total_seconds": 10.0, "all_tokens_per_s": [60_000.0, 68_000.0]}
+    table = grpo_table.render_table({"sglang": loop, "standalone-sglang": bare}, "test card")
+    assert (
+        "- sglang: each step's generation (steps 2..) 51.2k, 12.8k tok/s; the bare engine's repeats 60.0-68.0k;"
+        " the fastest step 80% of the bare engine"  # 51,200 of the pooled 64,000
+    ) in table.splitlines()
