@@ -27,8 +27,9 @@
 #           table14/table14b: no NVML sampler (the memory column is then the workers' device use as each phase ends) and
 #           hf after the engines (session 36's call A: no sampler, the loop before hf, still 65%); SGLang's bare engine
 #           again last, if the call has room (about 530 s warm: needs `warmbare` first on a fresh machine)
-#   warmbare both bare engines once on a fresh machine: the model's conversion (44 s), SGLang's JIT kernels and
-#           vLLM's compile cache, which otherwise cost a fresh machine's first table 150-200 s (about 280 s)
+#   warmbare both bare engines once on a fresh machine: the model's conversion, SGLang's JIT kernels and vLLM's
+#           compile cache, which otherwise cost a fresh machine's first table 150-200 s (session 36: the conversion 49 s,
+#           SGLang's bare run 135 s, vLLM's cold compile still running when the call's 288 s ran out; give it 400)
 #   bracket `table14b` without hf, vLLM first: both engines' loops bracketed by their bare engines (about 460 s warm;
 #           on a fresh machine, after the install, about 560 s: SGLang's second bare run may be cut)
 #   sampler14 does the NVML memory sampler (100 ms, as table14/table14b) slow SGLang's loop? Session 35: the loop at
