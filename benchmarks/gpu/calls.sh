@@ -7,7 +7,8 @@
 # Each preset runs as one `item` of benchmarks/gpu/call_env.sh (its log in $OUT/<preset>.log) and brings back
 # $OUT/<preset>_results.jsonl, $OUT/<preset>_table.md and $OUT/<preset>.tgz (the run logs and metrics). START and
 # CALL (seconds; default: now and 585) bound the whole call, as in call_env.sh: `S=$(date +%s); bash
-# .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm` counts the install.
+# .stage-vs/N/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm` (N: the stage's last
+# part) counts the install.
 # Data: .carry/data (examples/data_preprocess/gsm8k.py --max_samples 320; see benchmarks/results/NOTES_gpu.md).
 #
 # Presets:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Everything a GPU session needs here before its first device call, from a fresh checkout (about 10 minutes, most
 # of it downloads): the CPU venv (make install: stage.sh reads the SmolLM2 GGUF from it), the wheels of both engines
-# and the common set in .stage-vs/1..19 (benchmarks/gpu/stage.sh), SGLang's and the common set alone in
-# .stage-cs/1..13 (six calls fewer, for a session that runs only SGLang and TRL presets: gap*, saver, ratio*, trl,
-# keeploop; session 23's second machine spent 165 s of its 421 on 18 copies), and the GSM8K parquet the benchmarks
-# read (.carry/data, from ../shared/data/gsm8k; never committed). Then, on one machine, back to back (.stage-cs: parts
-# 1..12, then 13 with install.sh):
-#   parts 1..18:  carry [".stage-vs/k"]                              mkdir -p /tmp/stage && cp .stage-vs/k/* /tmp/stage/
-#   part 19:      carry [".stage-vs/19", ".carry/data"]              S=$(date +%s); bash .stage-vs/19/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm
+# and the common set in .stage-vs/1..N (benchmarks/gpu/stage.sh; N = 21 in session 37), SGLang's and the common set
+# alone in .stage-cs/1..M (about a third fewer calls, for a session that runs only SGLang and TRL presets: gap*,
+# saver, ratio*, trl, keeploop; session 23's second machine spent 165 s of its 421 on 18 copies), and the GSM8K
+# parquet the benchmarks read (.carry/data, from ../shared/data/gsm8k; never committed). Then, on one machine, back
+# to back (.stage-cs the same way; the last part of each holds install.sh):
+#   parts 1..N-1: carry [".stage-vs/k"]                              mkdir -p /tmp/stage && cp .stage-vs/k/* /tmp/stage/
+#   part N:       carry [".stage-vs/N", ".carry/data"]               S=$(date +%s); bash .stage-vs/N/install.sh > /tmp/install.log 2>&1; START=$S bash benchmarks/gpu/calls.sh warm
 #   later calls:  carry [".carry/data"]                              bash benchmarks/gpu/calls.sh table   (presets: benchmarks/gpu/calls.sh)
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"

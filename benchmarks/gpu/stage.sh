@@ -9,7 +9,8 @@
 # ../shared/device/gpu-vllm.txt, gpu-sglang.txt), mcore (benchmarks/gpu/mcore.txt: megatron-core); a set's
 # benchmarks/gpu/<set>-extra.txt is appended to it. SETS="common mcore" is the Megatron tests' stage (4 parts).
 #
-# It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most $PART_MIB (56) MiB. Make one device call per part,
+# It writes .stage-gpu/1 .. .stage-gpu/N (git-ignored), parts of at most $PART_MIB MiB (default: what 60 MiB leaves
+# beside the tracked tree's disk use, about 50 MiB). Make one device call per part,
 # in order, on the same warm machine:
 #   part k < N:  carry [".stage-gpu/k"]  command: mkdir -p /tmp/stage && cp .stage-gpu/k/* /tmp/stage/
 #   part N:      carry [".stage-gpu/N"]  command: bash .stage-gpu/N/install.sh && <your command>
@@ -26,7 +27,11 @@ mcore_list=benchmarks/gpu/mcore.txt
 sets=${SETS:-common vllm sglang mcore}  # e.g. SETS="common mcore": the Megatron tests' 4-part stage, no engines
 out=${STAGE_OUT:-.stage-gpu}
 cache=${WHEEL_CACHE:-$HOME/.cache/verl-gpu-wheels}
-part_bytes=$((${PART_MIB:-56} * 1024 * 1024))  # a call carries at most 64 MiB: a part + the tracked tree (~6 MiB)
+# A device call carries at most 64 MiB: its part and the tracked tree, which the device tool counts larger than its
+# bytes (session 37: 56 MiB parts beside a 7.6 MB tree, 9.6 MiB on disk, were refused; 50 MiB parts went).
+tree_kib=$(git ls-files -z | du -c -k --files0-from=- 2>/dev/null | tail -1 | cut -f1 || true)
+part_mib=${PART_MIB:-$((60 - (${tree_kib:-10240} + 1023) / 1024))}
+part_bytes=$((part_mib * 1024 * 1024))
 grep -qx "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/exclude
 
 binary=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
