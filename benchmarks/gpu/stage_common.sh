@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage the common wheel set without Ray (about 4 MB: Hydra, OmegaConf, tensordict, ...) as one part, .stage-cm/1,
-# for a device call that runs only benchmarks/bench_gpu_update.py (no engine, no Ray): no 18-part stage needed.
+# for a device call that runs only benchmarks/bench_gpu_update.py (no engine, no Ray): no need for the full stage.
 #
 #   benchmarks/gpu/stage_common.sh        (after benchmarks/gpu/stage.sh filled the wheel cache)
 #   device call, carry [".stage-cm/1"]:   S=$(date +%s); bash .stage-cm/1/install.sh; START=$S CALL=300 bash benchmarks/gpu/calls.sh shapes
